@@ -1,0 +1,209 @@
+"""From a validated `RunConfig` to the objects training needs (`Run`).
+
+Lookup tables from config names to classes are plain dicts used here and nowhere else.
+Problem factories' own argument errors are re-raised as `ConfigError` naming
+``problem.params``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh
+
+from ._loader import load_callable
+from .config import PhaseConfig, RunConfig
+from .diffops import METHODS, AbstractDiffMethod
+from .errors import ConfigError
+from .nn import Network, build_mlp_network
+from .parallel import make_mesh
+from .problem import Problem
+from .sampling import Sampler
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One optimiser phase: ``steps`` steps of ``optimizer`` from step ``start``."""
+
+    kind: str
+    start: int
+    steps: int
+    optimizer: optax.GradientTransformation
+
+    @property
+    def end(self) -> int:
+        return self.start + self.steps
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything `fit` needs, built from a config."""
+
+    config: RunConfig
+    problem: Problem
+    network: Network
+    sampler: Sampler
+    method: AbstractDiffMethod
+    phases: tuple[Phase, ...]
+    weights: dict[str, float]
+    mesh: Mesh | None
+    dtype: jnp.dtype
+
+    @property
+    def total_steps(self) -> int:
+        return self.phases[-1].end
+
+
+def _factory(cfg: RunConfig):
+    from problems import PROBLEMS
+
+    name = cfg.problem.name
+    if name in PROBLEMS:
+        return PROBLEMS[name]
+    if ":" in name:
+        base = Path(cfg.source_dir) if cfg.source_dir else None
+        return load_callable(name, base_dir=base, what="problem.name")
+    raise ConfigError(
+        f"problem.name: unknown problem {name!r}. Built-in problems: {', '.join(sorted(PROBLEMS))} "
+        "(see `pinnkit problems`), or name your own factory as 'path/to/file.py:make_problem'."
+    )
+
+
+def build_problem(cfg: RunConfig) -> Problem:
+    """Calls the problem factory with ``problem.params``, checking names first."""
+    factory = _factory(cfg)
+    params = dict(cfg.problem.params)
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None and not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        unknown = set(params) - set(sig.parameters)
+        if unknown:
+            allowed = ", ".join(
+                f"{p.name}={p.default!r}" if p.default is not p.empty else p.name
+                for p in sig.parameters.values()
+            )
+            raise ConfigError(
+                f"problem.params: {sorted(unknown)} not accepted by problem "
+                f"{cfg.problem.name!r}; its parameters are: {allowed}"
+            )
+    try:
+        problem = factory(**params)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"problem.params of {cfg.problem.name!r}: {e}") from None
+    if not isinstance(problem, Problem):
+        raise ConfigError(
+            f"problem.name {cfg.problem.name!r} returned {type(problem).__name__}, not a "
+            "pinnkit.Problem"
+        )
+    trainable = set(cfg.problem.trainable)
+    unknown = trainable - set(problem.coeffs)
+    if unknown:
+        raise ConfigError(
+            f"problem.trainable: {sorted(unknown)} are not coefficients of "
+            f"{cfg.problem.name!r}; its coefficients are {sorted(problem.coeffs) or 'none'}"
+        )
+    if trainable:
+        import equinox as eqx
+
+        problem = eqx.tree_at(lambda p: p.trainable, problem, frozenset(trainable))
+    if cfg.network.hard_constraint:
+        if problem.hard_constraint is None:
+            raise ConfigError(
+                f"network.hard_constraint: problem {cfg.problem.name!r} defines no hard "
+                "constraint; set network.hard_constraint: false"
+            )
+        problem = problem.without(problem.enforced)
+    return problem
+
+
+def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
+    n = cfg.network
+    bounds = problem.domain.bounds() if n.normalize_inputs else None
+    fourier = (n.fourier.dim, n.fourier.scale) if n.fourier is not None else None
+    transform = problem.hard_constraint if n.hard_constraint else None
+    return build_mlp_network(
+        problem.domain.coords,
+        problem.out_names,
+        width=n.width,
+        depth=n.depth,
+        activation=n.activation,
+        init=n.init,
+        bounds=bounds,
+        fourier=fourier,
+        transform=transform,
+        key=key,
+        dtype=dtype,
+    )
+
+
+def _schedule(p: PhaseConfig, steps: int):
+    s = p.schedule
+    if s.kind == "constant":
+        return p.lr
+    if s.kind == "exponential_decay":
+        return optax.exponential_decay(p.lr, s.decay_steps, s.rate)
+    if s.kind == "cosine":
+        return optax.cosine_decay_schedule(p.lr, steps, alpha=s.final_fraction)
+    return optax.warmup_cosine_decay_schedule(
+        0.0, p.lr, min(s.warmup_steps, steps - 1), steps, end_value=p.lr * s.final_fraction
+    )
+
+
+def build_optimizer(p: PhaseConfig, steps: int) -> optax.GradientTransformation:
+    if p.kind == "lbfgs":
+        ls = optax.scale_by_zoom_linesearch(max_linesearch_steps=p.max_linesearch_steps)
+        opt = optax.lbfgs(memory_size=p.memory, linesearch=ls)
+    elif p.kind == "sgd":
+        opt = optax.sgd(_schedule(p, steps))
+    else:
+        opt = optax.adam(_schedule(p, steps))
+    if p.clip_norm is not None:
+        opt = optax.chain(optax.clip_by_global_norm(p.clip_norm), opt)
+    return opt
+
+
+def build_phases(cfg: RunConfig) -> tuple[Phase, ...]:
+    phases, start = [], 0
+    for p, n in zip(cfg.optim.phases, cfg.phase_steps(), strict=True):
+        phases.append(Phase(p.kind, start, n, build_optimizer(p, n)))
+        start += n
+    return tuple(phases)
+
+
+def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = True) -> Run:
+    """Builds problem, network (initialised from ``train.seed``), sampler, derivative
+    method, optimiser phases and mesh. Raises `ConfigError` for inconsistent configs."""
+    dtype = jnp.float64 if cfg.numerics.x64 else jnp.float32
+    if cfg.numerics.x64 and not jax.config.read("jax_enable_x64"):
+        raise ConfigError(
+            "numerics.x64 is true but JAX runs in float32: enable float64 before any JAX "
+            "computation (the pinnkit CLI does this; in Python call "
+            "jax.config.update('jax_enable_x64', True) first)"
+        )
+    problem = build_problem(cfg)
+    if mesh is None and with_mesh:
+        mesh = make_mesh(cfg.mesh.data)
+    sampler = Sampler(dict(cfg.sampler.batch), cfg.sampler.method, cfg.sampler.resample)
+    n_dev = mesh.size if mesh is not None else 1
+    try:
+        sampler.check(problem, n_dev)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    unknown_w = set(cfg.weighting.weights) - set(problem.terms)
+    if unknown_w:
+        raise ConfigError(
+            f"weighting.weights: {sorted(unknown_w)} are not terms of the problem; its "
+            f"terms are {sorted(problem.terms)}"
+        )
+    weights = {k: float(cfg.weighting.weights.get(k, 1.0)) for k in problem.terms}
+    key = jax.random.key(cfg.train.seed)
+    network = build_network(cfg, problem, jax.random.fold_in(key, 0), dtype)
+    method = METHODS[cfg.diffops.method]()
+    return Run(cfg, problem, network, sampler, method, build_phases(cfg), weights, mesh, dtype)

@@ -1,0 +1,167 @@
+"""The derivative interface that residuals are written against.
+
+A pointwise residual receives a `Fields` view and asks it for values and derivatives of
+the network's named outputs by coordinate *name*::
+
+    def residual(f, c):
+        return -f.laplacian("u") - c["k"] * f.coord("x")
+
+The view answers from a table of precomputed derivatives. Which derivatives go into
+the table is found by running the residual once, at trace time and under
+`jax.eval_shape`, on a *recording* view (no arithmetic is executed); the configured
+`AbstractDiffMethod` then computes exactly that set, in whatever way it does best (for
+example all of them in one forward Taylor pass), and the residual runs again on the
+real table. The residual therefore never knows which method runs, and each method is a
+single function `derivatives(net, x, requests) -> table`.
+
+Requests are canonical: a partial derivative is identified by the output index and the
+*sorted* tuple of coordinate axes, so `partial("u", "x", "y")` and `partial("u", "y", "x")`
+are one entry; a Laplacian is its own request because the best methods compute the sum
+of pure second derivatives without the individual terms.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._types import Point, Scalar
+
+
+class Request(NamedTuple):
+    """One derivative of one output at the current point.
+
+    - ``kind="partial"``: $\\partial^{|\\alpha|} y_{\\text{out}} / \\partial x_{a_1} \\cdots \\partial x_{a_k}$
+      with ``axes = (a_1, ..., a_k)`` sorted; ``axes=()`` is the value itself.
+    - ``kind="laplacian"``: $\\sum_{a \\in \\text{axes}} \\partial^2 y_{\\text{out}} / \\partial x_a^2$.
+    """
+
+    kind: str
+    out: int
+    axes: tuple[int, ...]
+
+    @property
+    def order(self) -> int:
+        return 2 if self.kind == "laplacian" else len(self.axes)
+
+
+def value_request(out: int) -> Request:
+    return Request("partial", out, ())
+
+
+class Layout(NamedTuple):
+    """Static naming of a problem: coordinate names, spatial coordinates, output names."""
+
+    coords: tuple[str, ...]
+    spatial: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def axis(self, name: str) -> int:
+        if name not in self.coords:
+            raise ValueError(
+                f"unknown coordinate {name!r} in a residual: the domain's coordinates are "
+                f"{self.coords}"
+            )
+        return self.coords.index(name)
+
+    def out(self, name: str) -> int:
+        if name not in self.outputs:
+            raise ValueError(
+                f"unknown field {name!r} in a residual: the network's outputs are {self.outputs}"
+            )
+        return self.outputs.index(name)
+
+
+class Fields:
+    """What a pointwise residual sees: named values and derivatives at one point.
+
+    All methods return scalars (shape ``()``) or small vectors; they are cheap lookups
+    into the table computed by the configured derivative method.
+    """
+
+    def __init__(self, layout: Layout, x: Point, lookup: Callable[[Request], Array]):
+        self.layout = layout
+        self.point = x
+        self._lookup = lookup
+
+    # values -----------------------------------------------------------------------
+    def __getitem__(self, field: str) -> Scalar:
+        """Value of output ``field`` (e.g. ``f["u"]``)."""
+        return self._lookup(value_request(self.layout.out(field)))
+
+    def coord(self, name: str) -> Scalar:
+        """Value of coordinate ``name`` at this point (e.g. ``f.coord("x")``)."""
+        return self.point[self.layout.axis(name)]
+
+    def coords(self, *names: str) -> tuple[Scalar, ...]:
+        return tuple(self.coord(n) for n in names)
+
+    # derivatives --------------------------------------------------------------------
+    def partial(self, field: str, *coords: str) -> Scalar:
+        """Mixed partial derivative: ``partial("u", "x", "x")`` is $u_{xx}$. Any order."""
+        axes = tuple(sorted(self.layout.axis(c) for c in coords))
+        return self._lookup(Request("partial", self.layout.out(field), axes))
+
+    def _coords(self, coords: Sequence[str] | None) -> tuple[str, ...]:
+        return self.layout.spatial if coords is None else tuple(coords)
+
+    def grad(self, field: str, coords: Sequence[str] | None = None) -> Float[Array, " k"]:
+        """$(\\partial_{c} u)_{c \\in \\text{coords}}$; default coords: the spatial ones."""
+        return jnp.stack([self.partial(field, c) for c in self._coords(coords)])
+
+    def laplacian(self, field: str, coords: Sequence[str] | None = None) -> Scalar:
+        """$\\sum_c \\partial_c^2 u$ over ``coords`` (default: spatial coordinates, not ``t``)."""
+        axes = tuple(sorted(self.layout.axis(c) for c in self._coords(coords)))
+        return self._lookup(Request("laplacian", self.layout.out(field), axes))
+
+    def divergence(self, fields: Sequence[str], coords: Sequence[str] | None = None) -> Scalar:
+        """$\\sum_i \\partial_{c_i} F_i$ for vector field ``fields`` (e.g. ``("u", "v")``)."""
+        cs = self._coords(coords)
+        if len(fields) != len(cs):
+            raise ValueError(
+                f"divergence needs one field per coordinate: fields={tuple(fields)}, coords={cs}"
+            )
+        return sum(self.partial(fn, c) for fn, c in zip(fields, cs, strict=True))
+
+    def hessian(self, field: str, coords: Sequence[str] | None = None) -> Float[Array, "k k"]:
+        cs = self._coords(coords)
+        return jnp.stack([jnp.stack([self.partial(field, a, b) for b in cs]) for a in cs])
+
+
+def collect_requests(
+    fn: Callable, layout: Layout, x: Point, *args
+) -> tuple[Request, ...]:
+    """Runs ``fn(fields, *args)`` abstractly and returns the derivatives it asked for.
+
+    Trace-time only: under `jax.eval_shape`, nothing is computed.
+    """
+    seen: dict[Request, None] = {}
+
+    def lookup(req: Request):
+        seen.setdefault(req, None)
+        return jnp.zeros((), x.dtype)
+
+    jax.eval_shape(lambda x_, a: fn(Fields(layout, x_, lookup), *a), x, args)
+    return tuple(seen)
+
+
+class AbstractDiffMethod(eqx.Module):
+    """How derivatives of the network are computed. Subclasses implement `derivatives`."""
+
+    @abc.abstractmethod
+    def derivatives(
+        self, net: Callable[[Point], Array], x: Point, requests: Sequence[Request]
+    ) -> dict[Request, Scalar]:
+        """Computes every requested derivative of ``net`` (``(d,) -> (m,)``) at ``x``."""
+
+    def evaluate(self, fn: Callable, net: Callable, layout: Layout, x: Point, *args) -> Array:
+        """Evaluates the pointwise ``fn(fields, *args)`` at ``x`` with this method."""
+        requests = collect_requests(fn, layout, x, *args)
+        table = self.derivatives(net, x, requests) if requests else {}
+        return fn(Fields(layout, x, table.__getitem__), *args)

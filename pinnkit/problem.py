@@ -1,0 +1,142 @@
+"""A PDE problem as data: domain, named loss terms, coefficients, reference solution.
+
+`Problem.residuals` is the one place where pointwise terms are batched (`jax.vmap`).
+Problems never see the network's class, the mesh or the optimiser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._types import Scalar
+from .diffops import AbstractDiffMethod, Layout
+from .domains import AbstractDomain
+from .terms import AbstractTerm, Neumann, Robin
+
+
+class Problem(eqx.Module):
+    """A PDE problem.
+
+    **Arguments:**
+    - `domain`: the geometry (`Box`, `SpaceTime`...).
+    - `out_names`: the solution fields, e.g. ``("u",)`` or ``("u", "v", "p")``.
+    - `terms`: named loss terms, e.g. ``{"pde": Equation(...), "walls": Dirichlet(...)}``.
+    - `coeffs`: named scalar coefficients ($\\nu$, $k$, ...), passed to every residual.
+    - `trainable`: names of coefficients to learn (inverse problems).
+    - `reference`: exact or reference solution ``x -> (len(out_names),)`` (pointwise,
+      JAX-traceable), used for errors, plots and tests; None if unknown.
+    - `hard_constraint`: optional ``transform(x, y) -> y`` enforcing some terms exactly
+      (used when the config sets ``network.hard_constraint: true``), and
+      `enforced`: the names of the terms it makes redundant (dropped from the loss).
+    - `mean_free`: fields defined up to a constant (pressure): errors subtract means.
+    - `name`, `description`: for listings and plots.
+    """
+
+    domain: AbstractDomain
+    out_names: tuple[str, ...] = eqx.field(static=True)
+    terms: dict[str, AbstractTerm]
+    coeffs: dict[str, Array]
+    trainable: frozenset[str] = eqx.field(static=True, default=frozenset())
+    reference: Callable | None = eqx.field(static=True, default=None)
+    hard_constraint: eqx.Module | None = None
+    enforced: tuple[str, ...] = eqx.field(static=True, default=())
+    mean_free: tuple[str, ...] = eqx.field(static=True, default=())
+    name: str = eqx.field(static=True, default="problem")
+    description: str = eqx.field(static=True, default="")
+
+    def __init__(
+        self,
+        domain,
+        out_names,
+        terms: Mapping[str, AbstractTerm],
+        coeffs: Mapping[str, float | Array] | None = None,
+        trainable=(),
+        reference=None,
+        hard_constraint=None,
+        enforced=(),
+        mean_free=(),
+        name="problem",
+        description="",
+    ):
+        self.domain = domain
+        self.out_names = tuple(out_names)
+        bound = {}
+        for k, t in terms.items():
+            if isinstance(t, Neumann | Robin) and t.normal is None:
+                t = eqx.tree_at(lambda s: s.normal, t, domain.normal, is_leaf=lambda v: v is None)
+            bound[k] = t
+        self.terms = bound
+        self.coeffs = {k: jnp.asarray(v) for k, v in (coeffs or {}).items()}
+        self.trainable = frozenset(trainable)
+        self.reference = reference
+        self.hard_constraint = hard_constraint
+        self.enforced = tuple(enforced)
+        self.mean_free = tuple(mean_free)
+        self.name = name
+        self.description = description
+
+    def __check_init__(self):
+        pieces = self.domain.pieces()
+        for k, t in self.terms.items():
+            if t.where != "data" and t.where not in pieces:
+                raise ValueError(
+                    f"term {k!r} is imposed on {t.where!r}, which this "
+                    f"{type(self.domain).__name__} does not have; its pieces are {pieces}"
+                )
+            for fname in getattr(t, "fields", ()):
+                if fname not in self.out_names:
+                    raise ValueError(
+                        f"term {k!r} constrains field {fname!r}, but the problem's fields "
+                        f"are {self.out_names}"
+                    )
+        unknown = set(self.trainable) - set(self.coeffs)
+        if unknown:
+            raise ValueError(
+                f"trainable coefficients {sorted(unknown)} are not coefficients of this "
+                f"problem; its coefficients are {sorted(self.coeffs)}"
+            )
+        missing = set(self.enforced) - set(self.terms)
+        if missing:
+            raise ValueError(f"enforced terms {sorted(missing)} are not terms of this problem")
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.domain.coords, self.domain.spatial_coords, self.out_names)
+
+    def without(self, names) -> Problem:
+        """The same problem without the terms ``names`` (e.g. those a hard constraint enforces)."""
+        kept = {k: t for k, t in self.terms.items() if k not in set(names)}
+        return eqx.tree_at(lambda p: p.terms, self, kept)
+
+    def residuals(
+        self,
+        net: Callable,
+        coeffs: Mapping[str, Array],
+        batch: Mapping[str, Float[Array, "n c"]],
+        method: AbstractDiffMethod,
+    ) -> dict[str, Float[Array, "n r"]]:
+        """Residuals of every term on its batch; the only `vmap` in pinnkit's physics."""
+        layout = self.layout
+        d = self.domain.dim
+        out = {}
+        for name, term in self.terms.items():
+
+            def one(row, term=term):
+                x = row[:d]
+                data = row[d:] if term.data_dim else None
+                return method.evaluate(
+                    lambda f, c: term.residual(f, c, data), net, layout, x, coeffs
+                )
+
+            out[name] = jax.vmap(one)(batch[name])
+        return out
+
+    def loss_terms(self, net, coeffs, batch, method) -> dict[str, Scalar]:
+        """Mean over points of $\\|r(x)\\|^2$, per term (local to the points given)."""
+        res = self.residuals(net, coeffs, batch, method)
+        return {k: jnp.mean(jnp.sum(r**2, axis=-1)) for k, r in res.items()}

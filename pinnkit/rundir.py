@@ -1,0 +1,251 @@
+"""The run directory, the interface between training and analysis (DESIGN.md §5)::
+
+    DIR/config.yaml        resolved config (every key) + package versions
+    DIR/metrics.jsonl      one JSON record per logged step (loss, per-term losses) or eval
+    DIR/summary.json       errors per field vs the reference, steps, wall time, outcome
+    DIR/checkpoints/       step_XXXXXXXX.eqx, atomic, newest `keep` kept
+    DIR/plots/*.png        solution / reference / error per field, loss curves
+
+`train_to_dir` writes it; `load_run` (notebooks), `evaluate_dir` and `plot_dir` read it.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import yaml
+
+from . import checkpoint as ckpt
+from .build import build_run
+from .config import RunConfig, dump_config, from_dict
+from .errors import RunDirError
+from .metrics import evaluate, predict
+from .parallel import is_main_process
+from .plot import write_plots
+from .problem import Problem
+from .train import FitResult, RESULTS, fit, split_model
+
+_PACKAGES = ("pinnkit", "jax", "jaxlib", "equinox", "optax", "diffrax", "numpy")
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for p in _PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def _write_text(path: Path, text: str) -> None:
+    ckpt.atomic_write_bytes(path, text.encode())
+
+
+def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
+    """The resolved config stored in ``run_dir/config.yaml`` (with optional overrides)."""
+    from .config import apply_overrides
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise RunDirError(
+            f"{run_dir} is not a pinnkit run directory: {path.name} is missing. "
+            "Train first with `pinnkit train CONFIG --out DIR`."
+        )
+    data = yaml.safe_load(path.read_text()) or {}
+    data.pop("versions", None)
+    source_dir = data.pop("source_dir", None)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return from_dict(data, where=str(path), source_dir=source_dir)
+
+
+def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
+    """Creates ``out`` (or checks it for ``--resume``) and writes ``config.yaml``."""
+    out = Path(out)
+    existing = out.exists() and any(out.iterdir())
+    if resume:
+        if not (out / "config.yaml").is_file():
+            raise RunDirError(f"--resume: {out} holds no run (no config.yaml); drop --resume")
+        old = read_config(out).to_dict()
+        new = cfg.to_dict()
+        changed = [
+            f"{s}.{k}" for s in new for k in new[s]
+            if s not in ("train", "checkpoint", "optim") and old[s].get(k) != new[s][k]
+        ]
+        if changed:
+            raise RunDirError(
+                f"--resume: the config differs from {out / 'config.yaml'} at {changed}; a "
+                "resumed run must keep its problem, network, sampler and numerics. Start a "
+                "new --out folder instead."
+            )
+    elif existing:
+        if not overwrite:
+            raise RunDirError(
+                f"{out} already holds files; pass --resume to continue that run, --overwrite "
+                "to replace it, or choose another --out folder"
+            )
+        if (out / "config.yaml").is_file() or (out / "checkpoints").is_dir():
+            shutil.rmtree(out)
+        else:
+            raise RunDirError(f"--overwrite: {out} is not a pinnkit run folder; refusing to delete it")
+    if not is_main_process():
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RunDirError(f"cannot create {out}: {e.strerror or e}") from None
+    meta = {"versions": versions(), "source_dir": cfg.source_dir}
+    _write_text(out / "config.yaml", dump_config(cfg, meta))
+
+
+def summarize(run, res: FitResult, errors: dict) -> dict:
+    last = next((h for h in reversed(res.history) if "loss" in h), None)
+    return {
+        "problem": run.config.problem.name,
+        "outcome": res.result.name,
+        "message": res.result.value,
+        "steps": res.step,
+        "total_steps": run.total_steps,
+        "wall_s": round(res.wall_s, 3),
+        "steps_per_s": None if np.isnan(res.steps_per_s) else round(res.steps_per_s, 3),
+        "n_devices": run.mesh.size if run.mesh is not None else 1,
+        "seed": run.config.train.seed,
+        "final_loss": last["loss"] if last else None,
+        "final_terms": last["terms"] if last else None,
+        "rel_l2": errors.get("rel_l2", {}),
+        "linf": errors.get("linf", {}),
+        "coeffs": {k: float(v) for k, v in res.coeffs.items()},
+    }
+
+
+def train_to_dir(
+    cfg: RunConfig,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    mesh=None,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: bool = True,
+    plots: bool = True,
+) -> dict:
+    """Trains ``cfg`` into run directory ``out`` and returns the summary dict."""
+    out = Path(out)
+    prepare_dir(out, cfg, resume=resume, overwrite=overwrite)
+    run = build_run(cfg, mesh=mesh)
+    ev = cfg.eval
+
+    def eval_fn(network, coeffs):
+        return evaluate(network, run.problem, ev.resolution, ev.batch, run.dtype)[0]
+
+    res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
+              progress=progress, throw=False)
+    errors, grid = evaluate(res.network, run.problem, ev.resolution, ev.batch, run.dtype)
+    summary = summarize(run, res, errors)
+    if is_main_process():
+        _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        if plots and res.result is not RESULTS.interrupted:
+            write_plots(out, run.problem, grid, _read_history(out))
+    return summary
+
+
+def _read_history(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class RunData:
+    """A trained run loaded back for analysis (`load_run`)."""
+
+    path: Path
+    config: RunConfig
+    problem: Problem
+    network: eqx.Module
+    coeffs: dict
+    step: int
+    history: list[dict] = field(default_factory=list)
+    summary: dict | None = None
+
+    def predict(self, points) -> np.ndarray:
+        """Network outputs at ``points`` ``(n, d)`` → ``(n, m)`` (numpy)."""
+        dtype = jnp.float64 if self.config.numerics.x64 else jnp.float32
+        return predict(self.network, np.asarray(points), self.config.eval.batch, dtype)
+
+    def grid(self, resolution: int | None = None) -> dict[str, np.ndarray]:
+        """Fields on a tensor grid: coordinate axes by name, each field and (if known)
+        ``<field>_ref`` as arrays of the grid's shape (``indexing="ij"``)."""
+        res = resolution or self.config.eval.resolution
+        pts, shape = self.problem.domain.grid(res)
+        out = {c: pts[:, i].reshape(shape) for i, c in enumerate(self.problem.domain.coords)}
+        pred = self.predict(pts)
+        for i, n in enumerate(self.problem.out_names):
+            out[n] = pred[:, i].reshape(shape)
+        if self.problem.reference is not None:
+            dtype = jnp.float64 if self.config.numerics.x64 else jnp.float32
+            ref = predict(self.problem.reference, pts, self.config.eval.batch, dtype)
+            for i, n in enumerate(self.problem.out_names):
+                out[f"{n}_ref"] = ref[:, i].reshape(shape)
+        return out
+
+    def loss_history(self) -> dict[str, np.ndarray]:
+        """``{"step": ..., "loss": ..., <term>: ...}`` arrays from ``metrics.jsonl``."""
+        recs = [h for h in self.history if "loss" in h]
+        out = {"step": np.array([h["step"] for h in recs]), "loss": np.array([h["loss"] for h in recs])}
+        for k in recs[0]["terms"] if recs else []:
+            out[k] = np.array([h["terms"][k] for h in recs])
+        return out
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Loads a run directory: config, problem, trained network and coefficients (from the
+    newest valid checkpoint), history and summary. Needs no mesh."""
+    run_dir = Path(run_dir)
+    cfg = read_config(run_dir)
+    run = build_run(cfg, with_mesh=False)
+    found = ckpt.latest_valid(run_dir / "checkpoints")
+    if found is None:
+        raise RunDirError(f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
+    path, head = found
+    params, static = split_model(run)
+    phase = run.phases[min(head["phase"], len(run.phases) - 1)]
+    _, (params, _) = ckpt.load(path, (params, phase.optimizer.init(params)))
+    network, coeffs = eqx.combine(params, static)
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    return RunData(run_dir, cfg, run.problem, network, coeffs, int(head["step"]),
+                   _read_history(run_dir), summary)
+
+
+def evaluate_dir(run_dir: str | Path) -> dict:
+    """Recomputes the errors of a run directory's newest checkpoint."""
+    data = load_run(run_dir)
+    dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
+    errors, _ = evaluate(data.network, data.problem, data.config.eval.resolution,
+                         data.config.eval.batch, dtype)
+    return {"step": data.step, **errors}
+
+
+def plot_dir(run_dir: str | Path) -> list[Path]:
+    """(Re)draws ``run_dir/plots/*.png`` from the newest checkpoint."""
+    data = load_run(run_dir)
+    dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
+    _, grid = evaluate(data.network, data.problem, data.config.eval.resolution,
+                       data.config.eval.batch, dtype)
+    return write_plots(run_dir, data.problem, grid, data.history)
+
+
+__all__ = ["RunData", "load_run", "train_to_dir", "evaluate_dir", "plot_dir", "versions"]

@@ -1,0 +1,13 @@
+"""Built-in problems: ``PROBLEMS[name](**params) -> Problem``.
+
+A config names one of these in ``problem.name``, or a user's own factory as
+``path/to/file.py:make_problem``. The table is written out by hand on purpose: no
+registration decorators, no import-time side effects.
+"""
+
+from .poisson import poisson, poisson2d
+
+PROBLEMS = {
+    "poisson2d": poisson2d,
+    "poisson": poisson,
+}
