@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import types
 from pathlib import Path
 
 from .errors import ConfigError
@@ -54,7 +55,10 @@ def load_callable(spec: str, *, base_dir: Path | None = None, what: str = "calla
     try:
         return getattr(module, attr)
     except AttributeError:
-        names = sorted(n for n in vars(module) if not n.startswith("_"))
+        names = sorted(
+            n for n, v in vars(module).items()
+            if not n.startswith("_") and callable(v) and not isinstance(v, types.ModuleType)
+        )
         raise ConfigError(
             f"{what} {spec!r}: {path_s} has no attribute {attr!r}; it defines {names}"
         ) from None

@@ -125,9 +125,15 @@ def build_problem(cfg: RunConfig) -> Problem:
 
 def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
     n = cfg.network
-    bounds = problem.domain.bounds() if n.normalize_inputs else None
+    bounds = problem.domain.bounds() if (n.normalize_inputs or n.periodic) else None
     fourier = (n.fourier.dim, n.fourier.scale) if n.fourier is not None else None
     transform = problem.hard_constraint if n.hard_constraint else None
+    unknown = set(n.periodic) - set(problem.domain.coords)
+    if unknown:
+        raise ConfigError(
+            f"network.periodic: {sorted(unknown)} are not coordinates of the problem; its "
+            f"coordinates are {problem.domain.coords}"
+        )
     return build_mlp_network(
         problem.domain.coords,
         problem.out_names,
@@ -137,6 +143,7 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
         init=n.init,
         bounds=bounds,
         fourier=fourier,
+        periodic=dict(n.periodic) or None,
         transform=transform,
         key=key,
         dtype=dtype,

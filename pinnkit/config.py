@@ -64,6 +64,7 @@ class NetworkConfig:
     normalize_inputs: bool = True
     hard_constraint: bool = False
     fourier: FourierConfig | None = None
+    periodic: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,8 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
             "expected an even integer >= 2", n.fourier.dim,
         )
         _check(n.fourier.scale > 0, where, "network.fourier.scale", "expected > 0", n.fourier.scale)
+    for k, v in n.periodic.items():
+        _check(v > 0, where, f"network.periodic.{k}", "expected a period > 0", v)
     for k, v in cfg.sampler.batch.items():
         _check(v >= 1, where, f"sampler.batch.{k}", "expected an integer >= 1", v)
     _check(

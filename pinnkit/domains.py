@@ -173,15 +173,16 @@ class Box(AbstractDomain):
 
     def from_unit(self, u, piece):
         self.check_piece(piece)
-        lo = jnp.asarray(self.lower, u.dtype)
-        hi = jnp.asarray(self.upper, u.dtype)
+        # (1, d) rows: explicit broadcasting against the (n, d) unit points.
+        lo = jnp.asarray(self.lower, u.dtype)[None, :]
+        hi = jnp.asarray(self.upper, u.dtype)[None, :]
         if piece == "interior":
             return lo + u * (hi - lo)
         if piece == "boundary":
             return self._union_from_unit(u, lo, hi)
         axis, side = self.faces()[piece]
         x = lo + u * (hi - lo)
-        return x.at[:, axis].set(hi[axis] if side else lo[axis])
+        return x.at[:, axis].set(hi[0, axis] if side else lo[0, axis])
 
     def _union_from_unit(self, u, lo, hi):
         # Face chosen by u[:, 0] in proportion to its measure; the chosen face's own fixed
@@ -206,7 +207,7 @@ class Box(AbstractDomain):
         src = jnp.where(cols[None, :] == 0, axis[:, None], src)
         v = jnp.take_along_axis(v, src, axis=1)
         x = lo + v * (hi - lo)
-        fixed = jnp.where(side == 1, hi[axis], lo[axis])
+        fixed = jnp.where(side == 1, hi[0, axis], lo[0, axis])
         return jnp.where(cols[None, :] == axis[:, None], fixed[:, None], x)
 
     def normal(self, x, piece):

@@ -109,6 +109,29 @@ class Normalize(eqx.Module):
         return 2.0 * (x - lo) / (hi - lo) - 1.0
 
 
+class PeriodicEmbedding(eqx.Module):
+    """Exact periodicity: each periodic coordinate $x_c$ (period $L_c$) becomes
+    $(\\cos(2\\pi x_c/L_c), \\sin(2\\pi x_c/L_c))$; the others are mapped affinely from
+    $[\\text{lower}, \\text{upper}]$ onto $[-1, 1]$. Output size: $d$ + number of periodic
+    coordinates. Any function of these features is exactly $L_c$-periodic in $x_c$.
+    """
+
+    periods: tuple[float | None, ...] = eqx.field(static=True)
+    lower: tuple[float, ...] = eqx.field(static=True)
+    upper: tuple[float, ...] = eqx.field(static=True)
+
+    def __call__(self, x: Point) -> Float[Array, " k"]:
+        feats = []
+        for i, period in enumerate(self.periods):
+            if period is None:
+                lo, hi = self.lower[i], self.upper[i]
+                feats.append((2.0 * (x[i] - lo) / (hi - lo) - 1.0)[None])
+            else:
+                w = 2.0 * jnp.pi / period
+                feats.append(jnp.stack([jnp.cos(w * x[i]), jnp.sin(w * x[i])]))
+        return jnp.concatenate(feats)
+
+
 class FourierFeatures(eqx.Module):
     """Random Fourier features $z \\mapsto [\\cos(2\\pi B z), \\sin(2\\pi B z)]$, $B \\sim N(0, s^2)$.
 
@@ -204,15 +227,28 @@ def build_mlp_network(
     init: str,
     bounds: tuple[Sequence[float], Sequence[float]] | None,
     fourier: tuple[int, float] | None = None,
+    periodic: dict[str, float] | None = None,
     transform: eqx.Module | None = None,
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> Network:
-    """The standard network: [normalise] → [Fourier features] → MLP → [transform]."""
+    """The standard network: [normalise | periodic] → [Fourier features] → MLP → [transform].
+
+    ``periodic`` maps coordinate names to periods; those coordinates enter through a
+    `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
+    """
     kf, km = jax.random.split(key)
     embedding: list[eqx.Module] = []
     in_size = len(in_names)
-    if bounds is not None:
+    if periodic:
+        if bounds is None:
+            raise ValueError("a periodic embedding needs the domain bounds")
+        periods = tuple(periodic.get(c) for c in in_names)
+        embedding.append(
+            PeriodicEmbedding(periods, tuple(map(float, bounds[0])), tuple(map(float, bounds[1])))
+        )
+        in_size += sum(p is not None for p in periods)
+    elif bounds is not None:
         embedding.append(Normalize(tuple(map(float, bounds[0])), tuple(map(float, bounds[1]))))
     if fourier is not None:
         dim, scale = fourier

@@ -6,6 +6,7 @@ Problems never see the network's class, the mesh or the optimiser.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 
 import equinox as eqx
@@ -68,7 +69,7 @@ class Problem(eqx.Module):
         bound = {}
         for k, t in terms.items():
             if isinstance(t, Neumann | Robin) and t.normal is None:
-                t = eqx.tree_at(lambda s: s.normal, t, domain.normal, is_leaf=lambda v: v is None)
+                t = dataclasses.replace(t, normal=domain.normal)
             bound[k] = t
         self.terms = bound
         self.coeffs = {k: jnp.asarray(v) for k, v in (coeffs or {}).items()}

@@ -114,7 +114,7 @@ class Sampler(eqx.Module):
                 batch[name] = arrays[name]
             elif self.method == "sobol":
                 shift = jax.random.uniform(jax.random.fold_in(key, i), (problem.domain.dim,), dtype)
-                unit = jnp.mod(arrays[name] + shift, 1.0)
+                unit = jnp.mod(arrays[name] + shift[None, :], 1.0)
                 batch[name] = problem.domain.from_unit(unit, term.where)
             else:
                 n_local = self.batch[name] // n_devices

@@ -263,6 +263,7 @@ def fit(
             if opt_state is None or phase_of_state != pi:
                 opt_state = ph.optimizer.init(params)
             state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32)), run.mesh)
+            phase_of_state = pi
             chunks: dict[int, Callable] = {}
             while step < ph.end:
                 if should_stop():
@@ -296,7 +297,7 @@ def fit(
                 if next_ckpt and step >= next_ckpt and step < total:
                     save(state, pi)
                     next_ckpt = _next_multiple(step, cfg.checkpoint.every)
-            params, opt_state, phase_of_state = state.params, state.opt_state, pi
+            params, opt_state = state.params, state.opt_state
             if result is not RESULTS.successful:
                 break
     finally:
@@ -304,7 +305,8 @@ def fit(
 
     if state is None:  # resumed at the end: nothing to do
         state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32)), run.mesh)
-    save(state, _phase_at(run, int(state.step)) if result is not RESULTS.successful else len(run.phases) - 1)
+    # The phase whose optimiser state `state` holds, so that a resume restores it.
+    save(state, phase_of_state if phase_of_state is not None else _phase_at(run, step))
     network, coeffs = _model(state, static)
     res = FitResult(
         network=network,
