@@ -5,9 +5,11 @@ A config names one of these in ``problem.name``, or a user's own factory as
 registration decorators, no import-time side effects.
 """
 
+from .expression import expression
 from .poisson import poisson, poisson2d
 
 PROBLEMS = {
     "poisson2d": poisson2d,
     "poisson": poisson,
+    "expression": expression,
 }
