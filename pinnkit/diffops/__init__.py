@@ -12,8 +12,11 @@ from ._base import Fields as Fields
 from ._base import Layout as Layout
 from ._base import Request as Request
 from ._base import collect_requests as collect_requests
+from ._taylor import Taylor as Taylor
+from ._taylor import activation_derivatives as activation_derivatives
 
 METHODS = {
     "autodiff": Autodiff,
     "fwd_rev": ForwardOverReverse,
+    "taylor": Taylor,
 }

@@ -1,0 +1,574 @@
+"""Taylor mode: every derivative a residual asks for, in one forward pass.
+
+A *jet* of a quantity $z(x) \\in \\mathbb{R}^n$ at a point $x$ is its value plus a few
+*rows* of Taylor coefficients, each of the same shape as $z$:
+
+- a first-order row $\\partial_a z$ for every direction $a$ that any request needs;
+- a *Laplacian row* $\\Delta_S z = \\sum_{a \\in S} \\partial_a^2 z$ for a Laplacian request
+  over the axes $S$ (carried as one row, never as $|S|$ second derivatives);
+- a mixed-partial row $\\partial_\\alpha z$ for every requested multi-index $\\alpha$ of
+  order $\\ge 2$ and for all of its sub-multisets (the set is closed downwards, which is
+  what Faà di Bruno's formula below needs).
+
+The jet of the input $x$ is $(x, e_{a_1}, \\dots, e_{a_p})$ with no higher rows, and it is
+pushed through the network layer by layer:
+
+- an affine map $z \\mapsto Wz + b$ maps the value to $Wz + b$ and every row $r \\mapsto Wr$:
+  all rows go through **one** matmul (batched over points by the caller's `vmap`);
+- an element-wise $\\sigma$ with $s_j = \\sigma^{(j)}(z)$ maps
+  $\\partial_a z \\mapsto s_1 \\partial_a z$,
+  $\\Delta_S z \\mapsto s_1 \\Delta_S z + s_2 \\sum_{a \\in S} (\\partial_a z)^2$ (the forward
+  Laplacian), and a mixed partial by the multivariate Faà di Bruno formula over the set
+  partitions $\\pi$ of the positions of $\\alpha$,
+  $\\partial_\\alpha \\sigma(z) =
+  \\sum_\\pi s_{|\\pi|} \\prod_{B \\in \\pi} \\partial_{\\alpha_B} z$
+  (equal terms are merged at trace time: $u_{xxxx}$ has 15 partitions but 5 distinct
+  terms).
+
+Rows that are known to be zero (the higher rows of the input, of an affine embedding)
+are not stored, so they cost nothing; and the input's first-order rows do not depend on
+$x$, so under `vmap` they stay unbatched until the first non-linearity.
+
+Why this representation rather than univariate jets along polarisation directions
+(Griewank–Utke–Walther interpolation): for the mixed partials PDEs use, the closed set of
+multi-indices is smaller than the number of directional coefficients needed (biharmonic at
+$d=2$: 13 rows instead of 21), and no interpolation weights means no cancellation, so the
+result agrees with nested reverse mode to rounding.
+
+Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `FourierFeatures` embeddings
+and an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`, with closed-form
+derivatives of any order). Everything else (the output transform, unknown embeddings,
+cores, or a user's own module as the whole network) goes through a *generic* rule built
+from nested `jax.jvp`, which is correct for any JAX function; see `_generic`.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import operator
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from .._types import Point, Scalar
+from ..nn import ACTIVATIONS, MLP, FourierFeatures, Network, Normalize
+from ._base import AbstractDiffMethod, Request
+
+# A row label: ("p", axes) is the partial derivative along the sorted `axes`
+# (first-order rows have one axis); ("l", axes) is the Laplacian over `axes`.
+Key = tuple[str, tuple[int, ...]]
+
+
+# ---------------------------------------------------------------------------------------
+# Combinatorics (trace time, cached)
+
+
+def _set_partitions(items: tuple[int, ...]):
+    """All partitions of ``items`` into non-empty blocks (Bell(len(items)) of them)."""
+    if not items:
+        yield ()
+        return
+    head, tail = items[0], items[1:]
+    for part in _set_partitions(tail):
+        yield ((head,),) + part
+        for i, block in enumerate(part):
+            yield part[:i] + ((head,) + block,) + part[i + 1 :]
+
+
+@functools.cache
+def _faa_di_bruno(alpha: tuple[int, ...]) -> tuple:
+    """Terms of $\\partial_\\alpha \\sigma(z) = \\sum_j \\sigma^{(j)} \\sum c \\prod_\\beta
+    \\partial_{\\beta} z$.
+
+    Returns ``((j, ((c, (beta_1, beta_2, ...)), ...)), ...)`` grouped by the number of
+    blocks ``j``, identical products merged into the integer ``c``.
+    """
+    groups: dict[int, Counter] = {}
+    for part in _set_partitions(tuple(range(len(alpha)))):
+        factors = tuple(sorted(tuple(sorted(alpha[i] for i in block)) for block in part))
+        groups.setdefault(len(part), Counter())[factors] += 1
+    return tuple((j, tuple((c, f) for f, c in sorted(groups[j].items()))) for j in sorted(groups))
+
+
+@functools.cache
+def _block_sizes(n: int) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+    """Univariate Faà di Bruno: $(f \\circ u)^{(n)} = \\sum c\\, f^{(j)} \\prod_i u^{(k_i)}$,
+    as ``((j, c, (k_1, ..., k_j)), ...)``."""
+    counts = Counter()
+    for part in _set_partitions(tuple(range(n))):
+        counts[tuple(sorted(len(b) for b in part))] += 1
+    return tuple((len(ks), c, ks) for ks, c in sorted(counts.items()))
+
+
+def _sub_multisets(alpha: tuple[int, ...]) -> set[tuple[int, ...]]:
+    """Proper sub-multisets of ``alpha`` of size >= 2 (sorted tuples)."""
+    out = set()
+    for m in range(2, len(alpha)):
+        out.update(tuple(sorted(c)) for c in itertools.combinations(alpha, m))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Plan: which rows to carry, decided once from the requests
+
+
+class _Plan(NamedTuple):
+    dirs: tuple[int, ...]  # axes with a first-order row, sorted; row i <-> dirs[i]
+    rest: tuple[Key, ...]  # Laplacian rows, then mixed partials by increasing order
+    order: int  # highest derivative order carried
+    needed: frozenset  # rows the requests read directly (the rest only feed them)
+
+    @property
+    def first(self) -> tuple[Key, ...]:
+        return tuple(("p", (a,)) for a in self.dirs)
+
+
+def _make_plan(requests: Sequence[Request]) -> _Plan:
+    dirs: set[int] = set()
+    partials: set[tuple[int, ...]] = set()
+    laps: set[tuple[int, ...]] = set()
+    needed: set[Key] = set()
+    for r in requests:
+        dirs.update(r.axes)
+        if r.kind == "laplacian":
+            if r.axes:
+                laps.add(r.axes)
+        elif len(r.axes) >= 2:
+            partials.add(r.axes)
+        elif len(r.axes) == 1:
+            needed.add(("p", r.axes))
+    needed.update(("p", a) for a in partials)
+    todo = list(partials)
+    while todo:  # close downwards: Faà di Bruno for alpha needs every sub-multiset
+        for sub in _sub_multisets(todo.pop()):
+            if sub not in partials:
+                partials.add(sub)
+                todo.append(sub)
+    lap_rows = []
+    for axes in sorted(laps):
+        if all((a, a) in partials for a in axes):
+            needed.update(("p", (a, a)) for a in axes)  # sum the diagonal at the end
+        else:
+            lap_rows.append(("l", axes))
+            needed.add(("l", axes))
+    rest = tuple(lap_rows) + tuple(("p", a) for a in sorted(partials, key=lambda a: (len(a), a)))
+    order = max([len(a) for a in partials] + [2] * bool(lap_rows) + [1] * bool(dirs) + [0])
+    return _Plan(tuple(sorted(dirs)), rest, order, frozenset(needed))
+
+
+# ---------------------------------------------------------------------------------------
+# Jets
+
+
+class _Jet(NamedTuple):
+    """Value ``(*s)`` and stacked rows ``(len(rows), *s)``; absent rows are zero."""
+
+    value: Array
+    rows: Array | None
+    keys: tuple[Key, ...]
+
+    def row(self, key: Key) -> Array | None:
+        if key in self.keys:
+            return self.rows[self.keys.index(key)]
+        return None
+
+    def row_or_zero(self, key: Key) -> Array:
+        r = self.row(key)
+        return jnp.zeros_like(self.value) if r is None else r
+
+
+def _input_jet(x: Point, plan: _Plan) -> _Jet:
+    if not plan.dirs:
+        return _Jet(x, None, ())
+    eye = jnp.asarray(np.eye(x.shape[0])[list(plan.dirs)], x.dtype)  # constant: unbatched
+    return _Jet(x, eye, plan.first)
+
+
+def _stack_rows(rows: Array, idx: Sequence[int]) -> Array:
+    """``rows[idx]`` with static indices, as a slice when they are contiguous."""
+    idx = list(idx)
+    if idx == list(range(idx[0], idx[-1] + 1)):
+        return rows[idx[0] : idx[-1] + 1]
+    return jnp.stack([rows[i] for i in idx])
+
+
+def _linear(jet: _Jet, weight: Array, bias: Array | None, keep=None) -> _Jet:
+    """$z \\mapsto Wz + b$; rows $r \\mapsto Wr$ in one matmul. ``keep``: rows still needed."""
+    value = weight @ jet.value
+    if bias is not None:
+        value = value + bias
+    rows, keys = jet.rows, jet.keys
+    if rows is not None and keep is not None:
+        idx = [i for i, k in enumerate(keys) if k in keep]
+        rows, keys = (_stack_rows(rows, idx), tuple(keys[i] for i in idx)) if idx else (None, ())
+    if rows is None:
+        return _Jet(value, None, ())
+    return _Jet(value, rows @ weight.T, keys)
+
+
+def _elementwise(jet: _Jet, s: Sequence[Array], plan: _Plan) -> _Jet:
+    """Applies an element-wise $\\sigma$, given ``s[j]`` $= \\sigma^{(j)}(z)$ for $j \\le$ order."""
+    if jet.rows is None:
+        return _Jet(s[0], None, ())
+    p = len(plan.dirs)
+    first = jet.rows[:p]  # the first-order block is always complete and comes first
+    out = [s[1][None] * first]
+
+    def row(axes: tuple[int, ...]) -> Array | None:
+        return first[plan.dirs.index(axes[0])] if len(axes) == 1 else jet.row(("p", axes))
+
+    keys = list(plan.first)
+    for key in plan.rest:
+        kind, axes = key
+        acc = []
+        if kind == "l":
+            if (r := jet.row(key)) is not None:
+                acc.append(s[1] * r)
+            sq = jnp.sum(jnp.square(_stack_rows(first, [plan.dirs.index(a) for a in axes])), 0)
+            acc.append(s[2] * sq)
+        else:
+            for j, terms in _faa_di_bruno(axes):
+                prods = []
+                for c, factors in terms:
+                    rs = [row(f) for f in factors]
+                    if all(r is not None for r in rs):
+                        prod = functools.reduce(operator.mul, rs)
+                        prods.append(prod if c == 1 else c * prod)
+                if prods:
+                    acc.append(s[j] * functools.reduce(operator.add, prods))
+        if acc:
+            out.append(functools.reduce(operator.add, acc)[None])
+            keys.append(key)
+    return _Jet(s[0], jnp.concatenate(out), tuple(keys))
+
+
+# ---------------------------------------------------------------------------------------
+# Closed-form derivatives of the activations: [sigma(a), sigma'(a), ..., sigma^(K)(a)]
+
+
+@functools.cache
+def _poly_chain(dy: tuple[float, ...], order: int) -> tuple[np.ndarray, ...]:
+    """For $y' = q(y)$ (polynomial ``dy``), the polynomials $P_k$ with $y^{(k)} = P_k(y)$."""
+    P = np.polynomial.polynomial
+    polys = [np.array([0.0, 1.0])]
+    for _ in range(order):
+        polys.append(P.polymul(P.polyder(polys[-1]), dy))
+    return tuple(polys)
+
+
+def _horner(coeffs: np.ndarray, y: Array) -> Array:
+    coeffs = np.trim_zeros(coeffs, "b")
+    if len(coeffs) == 0:
+        return jnp.zeros_like(y)
+    acc = jnp.full_like(y, float(coeffs[-1]))
+    for c in coeffs[-2::-1]:
+        acc = acc * y + float(c) if c else acc * y
+    return acc
+
+
+def _tanh_derivs(a: Array, k: int) -> list[Array]:
+    t = jnp.tanh(a)  # tanh' = 1 - tanh^2
+    return [t] + [_horner(P, t) for P in _poly_chain((1.0, 0.0, -1.0), k)[1:]]
+
+
+def _sigmoid_derivs(a: Array, k: int) -> list[Array]:
+    s = jax.nn.sigmoid(a)  # sigmoid' = sigmoid - sigmoid^2
+    return [s] + [_horner(P, s) for P in _poly_chain((0.0, 1.0, -1.0), k)[1:]]
+
+
+def _times_x(a: Array, g: list[Array], value: Array) -> list[Array]:
+    """Derivatives of $a\\,g(a)$ from those of $g$: $(ag)^{(k)} = a g^{(k)} + k g^{(k-1)}$."""
+    return [value] + [a * g[k] + k * g[k - 1] for k in range(1, len(g))]
+
+
+def _gelu_derivs(a: Array, k: int) -> list[Array]:
+    # jax.nn.gelu (approximate=True): a * C(a), C = (1 + tanh(u)) / 2, u = c (a + 0.044715 a^3)
+    c, q = math.sqrt(2.0 / math.pi), 0.044715
+    u = [c * (a + q * a**3), c * (1.0 + 3.0 * q * a * a), 6.0 * c * q * a]
+    u += [jnp.full_like(a, 6.0 * c * q), jnp.zeros_like(a)] + [jnp.zeros_like(a)] * k
+    t = _tanh_derivs(u[0], k)
+    tanh_u = [t[0]]
+    for n in range(1, k + 1):
+        terms = [
+            cnt * t[j] * functools.reduce(operator.mul, [u[m] for m in ks])
+            for j, cnt, ks in _block_sizes(n)
+        ]
+        tanh_u.append(functools.reduce(operator.add, terms))
+    cdf = [0.5 * (1.0 + tanh_u[0])] + [0.5 * d for d in tanh_u[1:]]
+    return _times_x(a, cdf, jax.nn.gelu(a))
+
+
+def _silu_derivs(a: Array, k: int) -> list[Array]:
+    return _times_x(a, _sigmoid_derivs(a, k), jax.nn.silu(a))
+
+
+def _softplus_derivs(a: Array, k: int) -> list[Array]:
+    return [jax.nn.softplus(a)] + _sigmoid_derivs(a, k - 1) if k else [jax.nn.softplus(a)]
+
+
+def _sin_derivs(a: Array, k: int) -> list[Array]:
+    s, c = jnp.sin(a), jnp.cos(a)
+    return [(s, c, -s, -c)[j % 4] for j in range(k + 1)]
+
+
+def _relu_derivs(a: Array, k: int) -> list[Array]:
+    # jax.nn.relu's rule: derivative 0 at 0; all higher derivatives vanish
+    out = [jax.nn.relu(a), (a > 0).astype(a.dtype)]
+    return (out + [jnp.zeros_like(a)] * k)[: k + 1]
+
+
+def _nested_jvp_derivs(fn: Callable, a: Array, k: int) -> list[Array]:
+    """Any element-wise ``fn``: $\\sigma^{(j)}$ by $j$ nested jvps with tangent 1."""
+    out, g = [fn(a)], fn
+    for _ in range(k):
+        g = functools.partial(_derivative, g)
+        out.append(g(a))
+    return out
+
+
+def _derivative(g: Callable, z: Array) -> Array:
+    return jax.jvp(g, (z,), (jnp.ones_like(z),))[1]
+
+
+_ACTIVATION_DERIVS: dict[str, Callable[[Array, int], list[Array]]] = {
+    "tanh": _tanh_derivs,
+    "sin": _sin_derivs,
+    "gelu": _gelu_derivs,
+    "silu": _silu_derivs,
+    "swish": _silu_derivs,
+    "softplus": _softplus_derivs,
+    "sigmoid": _sigmoid_derivs,
+    "relu": _relu_derivs,
+}
+
+
+def activation_derivatives(name: str, a: Array, order: int) -> list[Array]:
+    """$[\\sigma(a), \\sigma'(a), \\dots, \\sigma^{(\\text{order})}(a)]$ for the activation
+    ``name`` of `pinnkit.nn.ACTIVATIONS`, element-wise, in closed form (nested jvp for an
+    activation without a closed form here)."""
+    rule = _ACTIVATION_DERIVS.get(name)
+    if rule is None:
+        return _nested_jvp_derivs(ACTIVATIONS[name], a, order)
+    return rule(a, order)
+
+
+# ---------------------------------------------------------------------------------------
+# Fast rules for pinnkit's layers
+
+
+def _mlp(mlp: MLP, jet: _Jet, plan: _Plan, keep) -> _Jet:
+    *hidden, last = mlp.layers
+    for layer in hidden:
+        jet = _linear(jet, layer.weight, layer.bias)
+        jet = _elementwise(jet, activation_derivatives(mlp.activation, jet.value, plan.order), plan)
+    return _linear(jet, last.weight, last.bias, keep)
+
+
+def _normalize(norm: Normalize, jet: _Jet) -> _Jet:
+    dtype = jet.value.dtype
+    scale = 2.0 / (jnp.asarray(norm.upper, dtype) - jnp.asarray(norm.lower, dtype))
+    rows = None if jet.rows is None else jet.rows * scale[None]
+    return _Jet(norm(jet.value), rows, jet.keys)
+
+
+def _fourier(ff: FourierFeatures, jet: _Jet, plan: _Plan) -> _Jet:
+    B = jax.lax.stop_gradient(ff.B)
+    proj = _Jet(  # the value exactly as FourierFeatures computes it
+        2.0 * jnp.pi * (B @ jet.value),
+        None if jet.rows is None else 2.0 * jnp.pi * (jet.rows @ B.T),
+        jet.keys,
+    )
+    # [cos p, sin p] is one element-wise map of [p, p] with per-element derivatives
+    both = _Jet(
+        jnp.concatenate([proj.value, proj.value]),
+        None if proj.rows is None else jnp.concatenate([proj.rows, proj.rows], axis=-1),
+        proj.keys,
+    )
+    s, c = jnp.sin(proj.value), jnp.cos(proj.value)
+    cyc_cos, cyc_sin = (c, -s, -c, s), (s, c, -s, -c)
+    derivs = [jnp.concatenate([cyc_cos[j % 4], cyc_sin[j % 4]]) for j in range(plan.order + 1)]
+    return _elementwise(both, derivs, plan)
+
+
+def _is_fast_mlp(m) -> bool:
+    return type(m) is MLP and all(
+        type(lin) is eqx.nn.Linear
+        and isinstance(lin.in_features, int)
+        and isinstance(lin.out_features, int)
+        for lin in m.layers
+    )
+
+
+def _module(m: Callable, jet: _Jet, plan: _Plan, keep=None) -> _Jet:
+    # exact type checks: a subclass may override __call__, and then only the generic rule is safe
+    if _is_fast_mlp(m):
+        return _mlp(m, jet, plan, keep)
+    if type(m) is Normalize:
+        return _normalize(m, jet)
+    if type(m) is FourierFeatures:
+        return _fourier(m, jet, plan)
+    return _generic(m, (jet,), plan)
+
+
+# ---------------------------------------------------------------------------------------
+# Generic rule: any JAX function of jets, by nested forward mode
+
+
+def _second_directional(fn: Callable, primals: tuple, tangents: tuple) -> Array:
+    """$D^2 f[v, v]$ by jvp-of-jvp."""
+    inner = lambda *p: jax.jvp(fn, p, tangents)[1]
+    return jax.jvp(inner, primals, tangents)[1]
+
+
+def _mixed_partial(fn: Callable, values: tuple, subsets, rows, *, k: int) -> Array:
+    """$\\partial_{\\epsilon_1} \\cdots \\partial_{\\epsilon_k} f(z(\\epsilon))|_{\\epsilon=0}$ with
+    $z_i(\\epsilon) = v_i + \\sum_I \\epsilon^I r_{i,I}$ (``rows[i][I]``, ``None`` = zero)."""
+    dtype = jnp.result_type(*values)
+
+    def f(eps):
+        args = []
+        for v, rs in zip(values, rows, strict=True):
+            for sub, r in zip(subsets, rs, strict=True):
+                if r is not None:
+                    v = v + functools.reduce(operator.mul, [eps[i] for i in sub]) * r
+            args.append(v)
+        return fn(*args)
+
+    eye = jnp.eye(k, dtype=dtype)
+    for i in range(k):
+        f = functools.partial(_directional, f, eye[i])
+    return f(jnp.zeros((k,), dtype))
+
+
+def _directional(g: Callable, e: Array, eps: Array) -> Array:
+    return jax.jvp(g, (eps,), (e,))[1]
+
+
+def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
+    """The jet of ``fn(*z)`` from the jets of its inputs, for any JAX function ``fn``.
+
+    - first-order rows: one `jax.jvp` per direction (vmapped);
+    - a Laplacian row, by collapsing the second-order Taylor coefficients:
+      $\\Delta_S f(z) = Df[\\Delta_S z] + \\sum_{a \\in S} D^2 f[\\partial_a z, \\partial_a z]$;
+    - a mixed partial $\\partial_\\alpha$, $|\\alpha| = k$: $k$ nested jvps in auxiliary
+      variables $\\epsilon_1..\\epsilon_k$ of $f(\\sum_{I} \\epsilon^I \\partial_{\\alpha_I} z)$,
+      $I$ over the non-empty subsets of positions (only square-free monomials can reach
+      $\\partial_{\\epsilon_1 \\cdots \\epsilon_k}$), vmapped over the rows of equal order.
+
+    Cost about $2^k$ evaluations of ``fn`` per row of order $k$: slower than the fast
+    rules, never wrong.
+    """
+    values = tuple(j.value for j in jets)
+    out = fn(*values)
+    p = len(plan.dirs)
+    if p == 0:
+        return _Jet(out, None, ())
+    firsts = tuple(
+        j.rows[:p] if j.rows is not None else jnp.zeros((p, *j.value.shape), j.value.dtype)
+        for j in jets
+    )
+    new = [jax.vmap(lambda *t: jax.jvp(fn, values, t)[1])(*firsts)]
+    keys = list(plan.first)
+    for key in plan.rest:
+        kind, axes = key
+        if kind == "l":
+            lin = jax.jvp(fn, values, tuple(j.row_or_zero(key) for j in jets))[1]
+            pos = [plan.dirs.index(a) for a in axes]
+            t_s = tuple(_stack_rows(f, pos) for f in firsts)
+            quad = jax.vmap(lambda *t: _second_directional(fn, values, t))(*t_s)
+            new.append((lin + jnp.sum(quad, 0))[None])
+            keys.append(key)
+    orders = sorted({len(a) for kind, a in plan.rest if kind == "p"})
+    for k in orders:
+        alphas = [a for kind, a in plan.rest if kind == "p" and len(a) == k]
+        subsets = [c for m in range(1, k + 1) for c in itertools.combinations(range(k), m)]
+        stacks = []  # stacks[i][n]: (len(alphas), *s) rows of input i, or None if all zero
+        for j, f in zip(jets, firsts, strict=True):
+            per = []
+            for sub in subsets:
+                subs = [tuple(sorted(a[i] for i in sub)) for a in alphas]
+                if len(sub) == 1:
+                    rs = [f[plan.dirs.index(s[0])] for s in subs]
+                else:
+                    rs = [j.row(("p", s)) for s in subs]
+                if all(r is None for r in rs):
+                    per.append(None)
+                else:
+                    per.append(jnp.stack([jnp.zeros_like(j.value) if r is None else r for r in rs]))
+            stacks.append(per)
+        mixed = jax.vmap(functools.partial(_mixed_partial, fn, values, subsets, k=k))(stacks)
+        new.append(mixed)
+        keys.extend(("p", a) for a in alphas)
+    return _Jet(out, jnp.concatenate(new), tuple(keys))
+
+
+# ---------------------------------------------------------------------------------------
+# The method
+
+
+def _network_jet(net: Callable, x: Point, plan: _Plan, force_generic: bool) -> _Jet:
+    x_jet = _input_jet(x, plan)
+    if force_generic or type(net) is not Network:
+        return _generic(lambda z: jnp.atleast_1d(net(z)), (x_jet,), plan)
+    jet = x_jet
+    for emb in net.embedding:
+        jet = _module(emb, jet, plan)
+    # without a transform, the last layer only computes the rows the requests read
+    keep = plan.needed if net.transform is None else None
+    jet = _module(net.core, jet, plan, keep)
+    if net.transform is not None:
+        jet = _generic(net.transform, (x_jet, jet), plan)
+    return jet
+
+
+class Taylor(AbstractDiffMethod):
+    """Every requested derivative, for all outputs at once, in one forward propagation of
+    a truncated Taylor expansion through the network (Taylor mode / forward Laplacian).
+
+    A residual that asks for $u$, $\\nabla u$, $\\Delta u$ and $u_t$ pays for one
+    propagation of $1 + d + 1$ rows, not for three derivative passes; the Laplacian is
+    propagated as one row and never through a $d \\times d$ Hessian. Mixed partials of
+    order 2–4 (and higher) are carried as one row per multi-index that the request needs.
+
+    Fast closed-form rules cover `pinnkit.nn.Network` with an `MLP` core (all activations
+    of `pinnkit.nn.ACTIVATIONS`) and `Normalize` / `FourierFeatures` embeddings; the
+    output transform, any other layer and any other callable (for example a user's own
+    Equinox module passed as the network) go through a generic nested-`jax.jvp` rule with
+    the same result. Training differentiates this forward propagation in reverse mode
+    (`jax.value_and_grad` over the parameters), which needs no special support.
+
+    **Arguments:**
+
+    - `force_generic`: use the generic rule for the whole network (for tests and
+      benchmarks). Default `False`.
+    """
+
+    force_generic: bool = eqx.field(static=True, default=False)
+
+    def derivatives(
+        self, net: Callable[[Point], Array], x: Point, requests: Sequence[Request]
+    ) -> dict[Request, Scalar]:
+        plan = _make_plan(requests)
+        jet = _network_jet(net, x, plan, self.force_generic)
+        out: dict[Request, Scalar] = {}
+        for r in requests:
+            if r.kind == "laplacian":
+                if ("l", r.axes) in jet.keys:
+                    out[r] = jet.row(("l", r.axes))[r.out]
+                elif r.axes:
+                    out[r] = sum(jet.row_or_zero(("p", (a, a)))[r.out] for a in r.axes)
+                else:
+                    out[r] = jnp.zeros((), jet.value.dtype)
+            elif r.axes:
+                out[r] = jet.row_or_zero(("p", r.axes))[r.out]
+            else:
+                out[r] = jet.value[r.out]
+        return out
