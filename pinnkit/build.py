@@ -197,7 +197,11 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
     problem = build_problem(cfg)
     if mesh is None and with_mesh:
         mesh = make_mesh(cfg.mesh.data)
-    sampler = Sampler(dict(cfg.sampler.batch), cfg.sampler.method, cfg.sampler.resample)
+    # A batch entry for a term that the hard constraint enforces is unused, not an error,
+    # so that `--set network.hard_constraint=true` works on any config.
+    dropped = set(problem.enforced) if cfg.network.hard_constraint else set()
+    batch = {k: v for k, v in cfg.sampler.batch.items() if k not in dropped}
+    sampler = Sampler(batch, cfg.sampler.method, cfg.sampler.resample)
     n_dev = mesh.size if mesh is not None else 1
     try:
         sampler.check(problem, n_dev)

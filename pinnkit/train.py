@@ -29,7 +29,7 @@ from jax.sharding import PartitionSpec as P
 
 from . import checkpoint as ckpt
 from .build import Phase, Run
-from .errors import PinnkitError
+from .errors import PinnkitError, RunDirError
 from .parallel import is_main_process, replicate, shard_rows
 
 
@@ -181,7 +181,7 @@ def _append_lines(path: Path | None, records: list[dict]) -> None:
             for r in records:
                 f.write(json.dumps(r) + "\n")
     except OSError as e:
-        raise ckpt.RunDirError(f"cannot append to {path}: {e.strerror or e}") from None
+        raise RunDirError(f"cannot append to {path}: {e.strerror or e}") from None
 
 
 def fit(
@@ -213,6 +213,11 @@ def fit(
     t_start = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else None
     ck_dir = out / "checkpoints" if out is not None else None
+    if out is not None and is_main_process():
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunDirError(f"cannot create {out}: {e.strerror or e}") from None
     metrics_path = out / "metrics.jsonl" if out is not None else None
     params, static = split_model(run)
     key = jax.random.key(cfg.train.seed)
@@ -225,7 +230,7 @@ def fit(
     if resume:
         found = ckpt.latest_valid(ck_dir) if ck_dir is not None else None
         if found is None:
-            raise ckpt.RunDirError(
+            raise RunDirError(
                 f"--resume: no valid checkpoint in {ck_dir}; start without --resume"
             )
         path, head = found

@@ -42,3 +42,11 @@ def x64():
         yield
     finally:
         jax.config.update("jax_enable_x64", old)
+
+
+# Many tests compile the same tiny training step; a persistent compilation cache (per
+# test session) turns the repeats into cache hits without changing any number.
+_CACHE = os.environ.get("PINNKIT_TEST_JAX_CACHE", "/tmp/pinnkit-test-jax-cache")
+jax.config.update("jax_compilation_cache_dir", _CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -18,7 +18,7 @@ TINY = ROOT / "configs" / "tiny" / "poisson2d.yaml"
 
 def test_defaults_and_round_trip(tmp_path):
     cfg = load_config(TINY)
-    assert cfg.problem.name == "poisson2d" and cfg.train.steps == 500
+    assert cfg.problem.name == "poisson2d" and cfg.train.steps == 500 and cfg.network.hard_constraint
     text = dump_config(cfg)
     again = from_dict(yaml.safe_load(text))
     assert again == cfg
@@ -39,6 +39,8 @@ def test_base_merge(tmp_path):
     child.write_text(f"base: {TINY}\nnetwork: {{width: 7}}\n")
     cfg = load_config(child)
     assert cfg.network.width == 7 and cfg.network.depth == 2 and cfg.train.steps == 500
+    soft = load_config(TINY.with_name("poisson2d_soft.yaml"))
+    assert not soft.network.hard_constraint and soft.sampler.batch == {"pde": 256, "boundary": 64}
 
 
 @pytest.mark.parametrize(
@@ -78,7 +80,7 @@ CLI_CASES = {
     "bad_override": ("{}\n", ["--set", "train.steps"], "expected KEY=VALUE"),
     "unknown_problem": ("problem: {name: poison}\n", [], "unknown problem 'poison'"),
     "bad_param": ("problem: {name: poisson2d, params: {kk: 1}}\n", [], "not accepted by problem"),
-    "batch_mismatch": ("sampler: {batch: {pde: 8, walls: 8}}\n", [], "missing=\\['boundary'\\]"),
+    "batch_mismatch": ("sampler: {batch: {pde: 8, walls: 8}}\n", [], "unknown=\\[.walls.\\]"),
     "indivisible": ("sampler: {batch: {pde: 9, boundary: 8}}\n", ["--devices", "2"], "multiple of the number of devices"),
     "user_file": ("problem: {name: 'missing.py:make'}\n", [], "file not found"),
     "too_many_devices": ("{}\n", ["--set", "mesh.data=64"], "device\\(s\\) are visible"),
