@@ -133,7 +133,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="run directory (default: runs/<config name>)")
     t.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    t.add_argument("--devices", type=int, help="number of devices on the data axis (CPU: creates virtual devices)")
+    t.add_argument("--devices", type=int, help="devices on the data axis (CPU: creates virtual devices)")
     t.add_argument("--quiet", action="store_true", help="no progress output")
     t.add_argument("--no-plots", action="store_true", help="skip writing plots")
     t.set_defaults(func=cmd_train)

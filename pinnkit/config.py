@@ -388,7 +388,8 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
             f"the optimiser phases add up to {total} steps; make train.steps equal to that "
             "or leave one phase's steps empty (null)", t.steps,
         )
-    _check(cfg.mesh.data == -1 or cfg.mesh.data >= 1, where, "mesh.data", "expected -1 or >= 1", cfg.mesh.data)
+    m = cfg.mesh.data
+    _check(m == -1 or m >= 1, where, "mesh.data", "expected -1 or >= 1", m)
     _check(cfg.checkpoint.every >= 0, where, "checkpoint.every", "expected >= 0", cfg.checkpoint.every)
     _check(cfg.checkpoint.keep >= 1, where, "checkpoint.keep", "expected >= 1", cfg.checkpoint.keep)
     _check(cfg.eval.resolution >= 2, where, "eval.resolution", "expected >= 2", cfg.eval.resolution)

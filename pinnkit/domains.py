@@ -14,9 +14,9 @@ import math
 from collections.abc import Sequence
 
 import equinox as eqx
-from equinox import AbstractVar
 import jax
 import jax.numpy as jnp
+from equinox import AbstractVar
 from jaxtyping import Array, Bool, Float
 
 from ._types import Point, Points

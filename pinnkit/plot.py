@@ -53,7 +53,8 @@ def field_figure(coords, bounds, shape, pred, ref, name: str):
     extent = (lo[0], hi[0], lo[1], hi[1])
     for ax, (title, vals) in zip(axes, panels, strict=True):
         img = _as_2d(vals, shape).T
-        im = ax.imshow(img, origin="lower", extent=extent, aspect="auto", cmap="magma" if title == "|error|" else "viridis")
+        cmap = "magma" if title == "|error|" else "viridis"
+        im = ax.imshow(img, origin="lower", extent=extent, aspect="auto", cmap=cmap)
         ax.set(xlabel=coords[0], ylabel=coords[1], title=f"{name}: {title}")
         fig.colorbar(im, ax=ax, shrink=0.85)
     return fig

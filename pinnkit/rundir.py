@@ -20,7 +20,6 @@ from importlib import metadata
 from pathlib import Path
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 import yaml
@@ -33,7 +32,7 @@ from .metrics import evaluate, predict
 from .parallel import is_main_process
 from .plot import write_plots
 from .problem import Problem
-from .train import FitResult, RESULTS, fit, split_model
+from .train import RESULTS, FitResult, fit, split_model
 
 _PACKAGES = ("pinnkit", "jax", "jaxlib", "equinox", "optax", "diffrax", "numpy")
 

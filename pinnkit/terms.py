@@ -14,9 +14,9 @@ import abc
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
-from equinox import AbstractVar
 import jax.numpy as jnp
 import numpy as np
+from equinox import AbstractVar
 from jaxtyping import Array, Float
 
 from ._types import Point, Residual

@@ -287,7 +287,9 @@ def fit(
                 finite = np.isfinite(m["loss"])
                 if not finite.all():
                     bad_step = step + int(np.argmin(finite))
-                    _log_records(metrics_path, history, m, step, pi, cfg.train.log_every, total, upto=bad_step)
+                    _log_records(
+                        metrics_path, history, m, step, pi, cfg.train.log_every, total, upto=bad_step
+                    )
                     result = RESULTS.nonfinite_loss
                     break
                 _log_records(metrics_path, history, m, step, pi, cfg.train.log_every, total)

@@ -19,7 +19,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 from pinnkit.build import build_run  # noqa: E402
@@ -76,7 +75,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--chunk", type=int, default=50)
-    ap.add_argument("--methods", default=",".join(m for m in ("taylor", "fwd_rev", "autodiff") if m in METHODS))
+    default = ",".join(m for m in ("taylor", "fwd_rev", "autodiff") if m in METHODS)
+    ap.add_argument("--methods", default=default)
     args = ap.parse_args(argv)
     rows = []
     base_run = build_run(pinnkit_config("autodiff", args.steps, args.chunk), mesh=make_mesh(1))

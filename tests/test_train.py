@@ -76,7 +76,7 @@ def test_interrupt_then_resume_is_exact(tmp_path):
     Adam → L-BFGS phase change."""
     over = ("train.steps=160", "train.chunk=20", "optim.phases.0.steps=null",
             "optim.phases.1={kind: lbfgs, steps: 40}")
-    full = fit(build_run(_cfg(*over), mesh=make_mesh(1)), out_dir=tmp_path / "a", progress=False)
+    fit(build_run(_cfg(*over), mesh=make_mesh(1)), out_dir=tmp_path / "a", progress=False)
     calls = iter(range(10_000))
     part = fit(build_run(_cfg(*over), mesh=make_mesh(1)), out_dir=tmp_path / "b", progress=False,
                should_stop=lambda: next(calls) >= 2)

@@ -37,7 +37,8 @@ from .._types import Point, Scalar
 class Request(NamedTuple):
     """One derivative of one output at the current point.
 
-    - ``kind="partial"``: $\\partial^{|\\alpha|} y_{\\text{out}} / \\partial x_{a_1} \\cdots \\partial x_{a_k}$
+    - ``kind="partial"``:
+      $\\partial^{|\\alpha|} y_{\\text{out}} / \\partial x_{a_1} \\cdots \\partial x_{a_k}$
       with ``axes = (a_1, ..., a_k)`` sorted; ``axes=()`` is the value itself.
     - ``kind="laplacian"``: $\\sum_{a \\in \\text{axes}} \\partial^2 y_{\\text{out}} / \\partial x_a^2$.
     """
