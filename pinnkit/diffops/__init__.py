@@ -12,6 +12,19 @@ from ._base import Fields as Fields
 from ._base import Layout as Layout
 from ._base import Request as Request
 from ._base import collect_requests as collect_requests
+from ._custom import cos_sqrt as cos_sqrt
+from ._custom import exprel as exprel
+from ._custom import log1p_over_x as log1p_over_x
+from ._custom import polar as polar
+from ._custom import safe_atan2 as safe_atan2
+from ._custom import safe_norm as safe_norm
+from ._custom import safe_sqrt as safe_sqrt
+from ._custom import sigmoid as sigmoid
+from ._custom import sinc as sinc
+from ._custom import sinc_sqrt as sinc_sqrt
+from ._custom import softplus as softplus
+from ._custom import spherical as spherical
+from ._custom import versin_over_x2 as versin_over_x2
 from ._taylor import Taylor as Taylor
 from ._taylor import activation_derivatives as activation_derivatives
 
