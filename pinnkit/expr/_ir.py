@@ -165,7 +165,8 @@ class Algebra:
         if b.is_const:
             p = b.value
             if abs(p) > MAX_EXPONENT:
-                raise FoldError(f"exponent {p:g} too large (at most {MAX_EXPONENT} in magnitude)")
+                shown = p if isinstance(p, int) else f"{p:g}"
+                raise FoldError(f"exponent {shown} too large (at most {MAX_EXPONENT} in magnitude)")
             if isinstance(p, float) and p.is_integer():
                 b = self.const(int(p))  # u**2.0 -> integer power (exact, cheaper)
             if a.is_const:

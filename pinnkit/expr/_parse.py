@@ -104,15 +104,15 @@ def parse(text: str, key: str) -> Node:
     text = normalise(text)
     if not text:
         raise expr_error(key, text, None, "empty expression")
-    if len(text) > MAX_LENGTH:
-        raise ExprError(
-            f"{key}: expression too long ({len(text)} characters, at most {MAX_LENGTH}); "
-            "split it into helpers under 'define'."
-        )
     if _bracket_depth(text) > MAX_DEPTH:
         raise ExprError(
             f"{key}: expression nested too deeply (more than {MAX_DEPTH} levels of "
             "brackets); split it into helpers under 'define'."
+        )
+    if len(text) > MAX_LENGTH:
+        raise ExprError(
+            f"{key}: expression too long ({len(text)} characters, at most {MAX_LENGTH}); "
+            "split it into helpers under 'define'."
         )
     try:
         tree = ast.parse(text, mode="eval")

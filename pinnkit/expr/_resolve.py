@@ -120,8 +120,9 @@ class Resolver:
 
     # public ----------------------------------------------------------------------
     def components(self, raw, key: str, *, fields_allowed: bool = True) -> tuple[Ex, ...]:
-        """A scalar or vector expression (string, number, or list of them) → its scalar
-        components. ``fields_allowed=False`` for exact solutions and boundary data."""
+        """A scalar or vector expression (string, number, or list of them; vector items of
+        a list are concatenated) → its scalar components. ``fields_allowed=False`` for
+        exact solutions and boundary data."""
         items = raw if isinstance(raw, list | tuple) else [raw]
         if isinstance(raw, list | tuple) and not raw:
             raise ExprError(f"{key}: an empty list; give one expression per component.")
@@ -129,8 +130,6 @@ class Resolver:
         for i, item in enumerate(items):
             k = f"{key}.{i}" if isinstance(raw, list | tuple) else key
             v = self.value(item, k)
-            if isinstance(raw, list | tuple) and isinstance(v, tuple):
-                raise ExprError(f"{k}: a list item must be a scalar expression, got a vector.")
             for e in v if isinstance(v, tuple) else (v,):
                 if e.is_bool:
                     raise ExprError(
