@@ -104,3 +104,29 @@ def test_cli_config_errors_exit_2_without_traceback(case, tmp_path):
     assert re.search(match, " ".join(r.stderr.split())), r.stderr
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
     assert lines[0].startswith("pinnkit: error:") and len(lines) <= 8  # one paragraph
+
+
+def test_user_factory_named_in_config(tmp_path):
+    """`problem.name: file.py:factory` resolves relative to the config's folder."""
+    from pinnkit.build import build_run
+    from pinnkit.parallel import make_mesh
+    from pinnkit.train import fit
+
+    (tmp_path / "my_pde.py").write_text(
+        "from pinnkit import Box, Dirichlet, Equation, Problem\n"
+        "def make_problem(kappa=1.0):\n"
+        "    pde = Equation(lambda f, c: -c['kappa'] * f.laplacian('u') - 1.0)\n"
+        "    return Problem(Box((0.0, 0.0), (1.0, 1.0)), ('u',),\n"
+        "                   {'pde': pde, 'walls': Dirichlet('boundary')}, coeffs={'kappa': kappa})\n"
+    )
+    (tmp_path / "my.yaml").write_text(
+        "problem: {name: my_pde.py:make_problem, params: {kappa: 0.5}}\n"
+        "network: {width: 8, depth: 1}\n"
+        "sampler: {batch: {pde: 64, walls: 32}}\n"
+        "train: {steps: 20, chunk: 10, log_every: 10}\n"
+    )
+    cfg = load_config(tmp_path / "my.yaml")
+    run = build_run(cfg, mesh=make_mesh(1))
+    assert float(run.problem.coeffs["kappa"]) == 0.5 and set(run.problem.terms) == {"pde", "walls"}
+    res = fit(run, progress=False)
+    assert res.step == 20 and res.history[-1]["loss"] < res.history[0]["loss"]
