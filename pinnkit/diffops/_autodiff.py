@@ -19,6 +19,18 @@ def _derivative_tensor(net: Callable, order: int) -> Callable:
     return f
 
 
+def _lookup(tensors: dict, requests: Sequence[Request], dtype) -> dict:
+    """Reads each request off the full derivative tensors ``{order: (m, d, ..., d)}``."""
+    out = {}
+    for r in requests:
+        if r.kind == "laplacian":
+            h = tensors[2][r.out]
+            out[r] = sum(h[a, a] for a in r.axes) if r.axes else jnp.zeros((), dtype)
+        else:
+            out[r] = tensors[r.order][(r.out, *r.axes)]
+    return out
+
+
 class Autodiff(AbstractDiffMethod):
     """Reverse-over-reverse autodiff (`jax.jacrev` nested ``k`` times for order ``k``).
 
@@ -30,14 +42,7 @@ class Autodiff(AbstractDiffMethod):
     def derivatives(self, net, x: Point, requests: Sequence[Request]):
         orders = {r.order for r in requests}
         tensors = {k: _derivative_tensor(net, k)(x) for k in orders}
-        out = {}
-        for r in requests:
-            if r.kind == "laplacian":
-                h = tensors[2][r.out]
-                out[r] = sum(h[a, a] for a in r.axes) if r.axes else jnp.zeros((), x.dtype)
-            else:
-                out[r] = tensors[r.order][(r.out, *r.axes)]
-        return out
+        return _lookup(tensors, requests, x.dtype)
 
 
 class ForwardOverReverse(AbstractDiffMethod):
@@ -54,11 +59,4 @@ class ForwardOverReverse(AbstractDiffMethod):
             for _ in range(k - 1):
                 f = jax.jacfwd(f)
             tensors[k] = f(x)
-        out = {}
-        for r in requests:
-            if r.kind == "laplacian":
-                h = tensors[2][r.out]
-                out[r] = sum(h[a, a] for a in r.axes) if r.axes else jnp.zeros((), x.dtype)
-            else:
-                out[r] = tensors[r.order][(r.out, *r.axes)]
-        return out
+        return _lookup(tensors, requests, x.dtype)
