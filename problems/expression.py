@@ -60,8 +60,9 @@ def _mapping(value, key: str, required: bool = False) -> dict:
 
 def _constant(raw, key: str) -> float:
     """A number, or a constant expression such as ``2*pi``."""
-    (e,) = Resolver(Symbols((), (), (), key=KEY)).components(raw, key)
-    if not e.is_const:
+    comps = Resolver(Symbols((), (), (), key=KEY)).components(raw, key)
+    e = comps[0]
+    if len(comps) != 1 or not e.is_const:
         raise ExprError(f"{key}: expected a constant (numbers, pi, e), got {raw!r}.")
     return float(e.value)
 

@@ -157,7 +157,6 @@ class Resolver:
     # helpers ---------------------------------------------------------------------
     def _resolve_helpers(self) -> None:
         key = f"{self.sym.key}.define"
-        trees: dict[str, Node | list[Node]] = {}
         deps: dict[str, set[str]] = {}
         for name, raw in self.sym.helpers.items():
             items = raw if isinstance(raw, list) else [raw]
@@ -171,7 +170,6 @@ class Resolver:
                             names.add(n.value)
                         stack.extend(n.args)
             deps[name] = names
-            trees[name] = raw
         # Depth-first over the helper graph, iteratively (no recursion on user input).
         order: list[str] = []
         state: dict[str, int] = {}  # 1 = on the current path, 2 = done
@@ -195,7 +193,7 @@ class Resolver:
                     state[nxt] = 1
                     stack.append((nxt, iter(sorted(deps[nxt]))))
         for name in order:
-            raw = trees[name]
+            raw = self.sym.helpers[name]
             comps = self.components(raw, f"{key}.{name}")
             self.helpers[name] = comps if isinstance(raw, list) or len(comps) > 1 else comps[0]
 
