@@ -9,7 +9,7 @@ problem:
     parameters: {k: 4.0}                        # coefficients; may be listed in problem.trainable
     define: {ue: sin(pi*x)*sin(4*pi*y)}         # helpers (may use each other, no cycles)
     equations: {pde: lap(u) + k**2*u - (lap(ue) + k**2*ue)}
-    conditions: {boundary: {on: boundary, dirichlet: 0}}
+    conditions: {boundary: {where: boundary, dirichlet: 0}}
     exact: {u: ue}
 ```
 
@@ -140,9 +140,13 @@ class _Builder:
         """``(kind, piece, fields, residual components, boundary values)`` of one condition."""
         key = f"{KEY}.conditions.{name}"
         spec = _mapping(spec, key, required=True)
-        # YAML 1.1 reads an unquoted key `on` as the boolean true.
+        # `on` is accepted for `where`; YAML 1.1 reads an unquoted key `on` as true.
         spec = {("on" if k is True else k): v for k, v in spec.items()}
-        allowed = ("on", "fields", *KINDS)
+        if "on" in spec:
+            if "where" in spec:
+                raise ExprError(f"{key}: give 'where' or its alias 'on', not both.")
+            spec["where"] = spec.pop("on")
+        allowed = ("where", "fields", *KINDS)
         for k in spec:
             if k == "periodic":
                 raise ExprError(
@@ -161,10 +165,11 @@ class _Builder:
             )
         kind = kinds[0]
         pieces = self.domain.pieces()
-        piece = spec.get("on", "initial" if kind == "initial" else None)
+        piece = spec.get("where", "initial" if kind == "initial" else None)
         if piece is None:
             raise ExprError(
-                f"{key}: missing 'on' (where it holds): one of {', '.join(pieces[1:])}."
+                f"{key}: missing 'where' (the piece it holds on): one of "
+                f"{', '.join(pieces[1:])}."
             )
         if piece not in pieces or piece == "interior" and kind != "residual":
             hint = (
@@ -172,7 +177,7 @@ class _Builder:
                 if piece == "initial" else _suggest(piece, pieces[1:])
             )
             raise ExprError(
-                f"{key}.on: the domain has no boundary {piece!r}.{hint} Its boundaries: "
+                f"{key}.where: the domain has no boundary {piece!r}.{hint} Its boundaries: "
                 f"{', '.join(pieces[1:])}."
             )
         if kind == "initial" and piece != "initial":
@@ -235,10 +240,11 @@ def expression(
     - `fields`: the unknowns (network outputs), e.g. ``[u, v]``.
     - `equations`: ``{name: expression or [expressions]}``, residuals imposed in the
       interior (``= 0``).
-    - `conditions`: ``{name: {on: <boundary>, fields: [...], <kind>: value}}`` with
+    - `conditions`: ``{name: {where: <boundary>, fields: [...], <kind>: value}}`` with
       ``<kind>`` one of ``dirichlet``, ``neumann`` ($\\partial u/\\partial n = g$),
       ``robin`` (``{alpha, beta, value}``: $\\alpha u + \\beta\\,\\partial u/\\partial n = g$),
-      ``initial`` (``on`` defaults to ``initial``) or ``residual`` (any expression = 0).
+      ``initial`` (``where`` defaults to ``initial``) or ``residual`` (any expression = 0).
+      ``on`` is accepted as an alias of ``where``.
     - `parameters`: ``{name: value}``: coefficients, trainable if listed in
       ``problem.trainable``.
     - `define`: ``{name: expression}`` helpers.

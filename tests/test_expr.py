@@ -23,7 +23,7 @@ import pytest
 
 from pinnkit.build import build_run
 from pinnkit.config import from_dict, load_config
-from pinnkit.diffops import Autodiff, Layout, Request, collect_requests
+from pinnkit.diffops import METHODS, Autodiff, Layout, Request, collect_requests
 from pinnkit.errors import ConfigError
 from pinnkit.expr import (
     ExprError,
@@ -254,7 +254,7 @@ def problem(**kw):
     base = dict(
         domain={"x": [0, 1], "y": [0, 1]}, fields=["u"],
         equations={"pde": "-lap(u) - 1"},
-        conditions={"boundary": {"on": "boundary", "dirichlet": 0}},
+        conditions={"boundary": {"where": "boundary", "dirichlet": 0}},
     )
     return PROBLEMS["expression"](**{**base, **kw})
 
@@ -266,16 +266,16 @@ def problem_error(**kw) -> str:
 
 
 def test_problem_errors():
-    msg = problem_error(conditions={"c": {"on": "topp", "dirichlet": 0}})
+    msg = problem_error(conditions={"c": {"where": "topp", "dirichlet": 0}})
     assert "no boundary 'topp'" in msg and "Did you mean 'top'?" in msg
     assert "add t: [t0, t1]" in problem_error(conditions={"c": {"initial": 0}})
     assert "dimension mismatch: 2 values for 1 field" in problem_error(
-        conditions={"c": {"on": "left", "dirichlet": [0, 1]}}
+        conditions={"c": {"where": "left", "dirichlet": [0, 1]}}
     )
     assert "'w' is not a field" in problem_error(
-        conditions={"c": {"on": "left", "dirichlet": 0, "fields": ["w"]}}
+        conditions={"c": {"where": "left", "dirichlet": 0, "fields": ["w"]}}
     )
-    assert "network.periodic" in problem_error(conditions={"c": {"on": "left", "periodic": 1}})
+    assert "network.periodic" in problem_error(conditions={"c": {"where": "left", "periodic": 1}})
     assert "'sphere' domains are not in pinnkit's core yet" in problem_error(
         domain={"kind": "sphere", "radius": 1}
     )
@@ -376,6 +376,21 @@ def test_example_configs_build_without_warnings(name):
     assert run.problem.reference is not None and set(run.problem.terms) == set(cfg.sampler.batch)
 
 
+@pytest.mark.skipif("taylor" not in METHODS, reason="no Taylor method")
+def test_expression_residuals_under_the_taylor_method_match_autodiff():
+    run = build_run(load_config(TINY / "expr_heat_source.yaml"), with_mesh=False)
+    batch = run.sampler.host_arrays(jax.random.key(0), run.problem, run.dtype)
+
+    @jax.jit
+    def losses(batch):
+        p = run.problem
+        return [p.loss_terms(run.network, p.coeffs, batch, METHODS[m]()) for m in ("fwd_rev", "taylor")]
+
+    ref, taylor = losses(batch)
+    for k in ref:
+        np.testing.assert_allclose(taylor[k], ref[k], rtol=1e-5, err_msg=k)
+
+
 def test_p1_as_expressions_matches_builtin_loss_history(x64):
     histories = []
     for name in ("expr_poisson2d_builtin", "expr_poisson2d"):
@@ -422,6 +437,11 @@ def test_bad_expression_in_a_config_file_exits_2_with_one_paragraph(tmp_path):
 def test_config_errors_name_the_key():
     data = {"problem": {"name": "expression", "params": {
         "domain": {"x": [0, 1]}, "fields": ["u"], "equations": {"pde": "u_xx + 1"},
-        "conditions": {"ends": {"on": "top", "dirichlet": 0}}}}}
-    with pytest.raises(ConfigError, match=r"conditions\.ends\.on: the domain has no boundary 'top'"):
+        "conditions": {"ends": {"where": "top", "dirichlet": 0}}}}}
+    with pytest.raises(ConfigError, match=r"conditions\.ends\.where: the domain has no boundary 'top'"):
         build_run(from_dict(data), with_mesh=False)
+    # `on` is an alias of `where`; unquoted in YAML it arrives as the key True.
+    for on in ("on", True):
+        conds = {"left": {on: "left", "neumann": 1}, "b": {"where": "bottom", "robin": {"alpha": 2}}}
+        p = problem(conditions=conds)
+        assert p.terms["left"].where == "left" and p.terms["b"].where == "bottom"
