@@ -5,9 +5,16 @@
     {"format": 1, "step": 1000, "phase": 0, "payload_sha256": "...", ...}\\n
     <eqx.tree_serialise_leaves bytes of (params, opt_state)>
 
+The header is also the run's manifest: step, optimiser phase, device and process
+counts, hashes of the config, package versions, time (see `manifest`).
+
 Writes are atomic (temporary file in the same folder, fsync, rename), so a crash or a
 full disk never leaves a half-written checkpoint under a real name; the payload hash
 detects a file truncated by other means, and loading skips it with a warning.
+
+Parameters and optimiser state are replicated on every device, so a checkpoint is a
+plain host copy: written once (by process 0) and restorable onto any number of devices
+or processes, which only changes where the arrays are placed.
 """
 
 from __future__ import annotations
@@ -16,16 +23,58 @@ import hashlib
 import io
 import json
 import os
+import platform
 import re
+import time
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import equinox as eqx
 
+from .distributed import to_host
 from .errors import RunDirError
 
 FORMAT = 1
 _NAME = re.compile(r"^step_(\d{8})\.eqx$")
+
+
+_PACKAGES = ("pinnkit", "jax", "jaxlib", "equinox", "optax", "diffrax", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    """Python and package versions, recorded in run directories and checkpoints."""
+    out = {"python": platform.python_version()}
+    for p in _PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def config_hash(data: dict) -> str:
+    """sha256 of a config dict (key order independent)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def manifest(config: dict, *, phase: int, n_devices: int, n_processes: int, seed: int) -> dict:
+    """Header fields describing where a checkpoint comes from.
+
+    ``model_sha256`` hashes the sections that fix the parameters' structure and meaning
+    (problem, network, numerics); a resume checks it. ``config_sha256`` hashes all.
+    """
+    model = {k: config[k] for k in ("problem", "network", "numerics") if k in config}
+    return {
+        "phase": phase,
+        "n_devices": n_devices,
+        "n_processes": n_processes,
+        "seed": seed,
+        "config_sha256": config_hash(config),
+        "model_sha256": config_hash(model),
+        "versions": package_versions(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def checkpoint_path(folder: Path, step: int) -> Path:
@@ -51,11 +100,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def save(folder: Path, step: int, tree, header: dict, keep: int | None = None) -> Path:
-    """Saves ``tree`` (arrays; replicated, so no gather is needed) as step ``step``."""
+    """Saves ``tree`` (arrays; replicated, so read from a local device without any
+    communication) as step ``step``. Call it on one process only."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RunDirError(f"cannot create {folder}: {e.strerror or e}") from None
     buf = io.BytesIO()
-    eqx.tree_serialise_leaves(buf, tree)
+    eqx.tree_serialise_leaves(buf, to_host(tree))
     payload = buf.getvalue()
     head = {"format": FORMAT, "step": int(step), **header}
     head["payload_sha256"] = hashlib.sha256(payload).hexdigest()

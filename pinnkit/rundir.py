@@ -12,14 +12,13 @@
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import yaml
@@ -27,24 +26,15 @@ import yaml
 from . import checkpoint as ckpt
 from .build import build_run
 from .config import RunConfig, dump_config, from_dict
+from .distributed import barrier
 from .errors import RunDirError
-from .metrics import evaluate, predict
-from .parallel import is_main_process
+from .metrics import predict
+from .parallel import evaluate_sharded, is_main_process, make_mesh
 from .plot import write_plots
 from .problem import Problem
-from .train import RESULTS, FitResult, fit, split_model
+from .train import RESULTS, FitResult, find_checkpoint, fit, split_model
 
-_PACKAGES = ("pinnkit", "jax", "jaxlib", "equinox", "optax", "diffrax", "numpy")
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for p in _PACKAGES:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = "not installed"
-    return out
+versions = ckpt.package_versions
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -70,7 +60,11 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
 
 
 def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
-    """Creates ``out`` (or checks it for ``--resume``) and writes ``config.yaml``."""
+    """Creates ``out`` (or checks it for ``--resume``) and writes ``config.yaml``.
+
+    Every process runs the checks (so that all raise the same error); process 0 alone
+    writes, after a barrier, so that no process sees a half-prepared folder.
+    """
     out = Path(out)
     existing = out.exists() and any(out.iterdir())
     if resume:
@@ -80,7 +74,8 @@ def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> 
         new = cfg.to_dict()
         changed = [
             f"{s}.{k}" for s in new for k in new[s]
-            if s not in ("train", "checkpoint", "optim") and old[s].get(k) != new[s][k]
+            # mesh: a run may resume on another number of devices; eval: only reporting.
+            if s not in ("train", "checkpoint", "optim", "mesh", "eval") and old[s].get(k) != new[s][k]
         ]
         if changed:
             raise RunDirError(
@@ -94,12 +89,13 @@ def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> 
                 f"{out} already holds files; pass --resume to continue that run, --overwrite "
                 "to replace it, or choose another --out folder"
             )
-        if (out / "config.yaml").is_file() or (out / "checkpoints").is_dir():
-            shutil.rmtree(out)
-        else:
+        if not ((out / "config.yaml").is_file() or (out / "checkpoints").is_dir()):
             raise RunDirError(f"--overwrite: {out} is not a pinnkit run folder; refusing to delete it")
+    barrier("pinnkit-prepare-dir")
     if not is_main_process():
         return
+    if existing and not resume:
+        shutil.rmtree(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -128,33 +124,56 @@ def summarize(run, res: FitResult, errors: dict) -> dict:
     }
 
 
+def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool, bool]:
+    """``(resume, overwrite)`` for `prepare_dir`. ``resume="auto"`` resumes when ``out``
+    holds a valid checkpoint and otherwise starts afresh, replacing a run folder that has
+    none (a job preempted before its first checkpoint). Same answer on every process."""
+    if resume != "auto":
+        return bool(resume), overwrite
+    if find_checkpoint(Path(out) / "checkpoints") is not None:
+        return True, overwrite
+    return False, overwrite or (Path(out) / "config.yaml").is_file()
+
+
 def train_to_dir(
     cfg: RunConfig,
     out: str | Path,
     *,
-    resume: bool = False,
+    resume: bool | str = False,
     overwrite: bool = False,
     mesh=None,
     should_stop: Callable[[], bool] = lambda: False,
     progress: bool = True,
     plots: bool = True,
+    **fit_options,
 ) -> dict:
-    """Trains ``cfg`` into run directory ``out`` and returns the summary dict."""
+    """Trains ``cfg`` into run directory ``out`` and returns the summary dict.
+
+    ``resume``: ``False``, ``True`` (must resume) or ``"auto"`` (resume if possible).
+    ``fit_options`` (``accumulate``, ``remat``, ``donate``, ``stall_timeout``) go to
+    `fit`. Every process of a multi-process job calls this; process 0 writes the files.
+    Errors are computed with the grid sharded over all devices (`evaluate_sharded`).
+    """
     out = Path(out)
+    resume, overwrite = resolve_resume(out, resume, overwrite)
     prepare_dir(out, cfg, resume=resume, overwrite=overwrite)
     run = build_run(cfg, mesh=mesh)
     ev = cfg.eval
 
     def eval_fn(network, coeffs):
-        return evaluate(network, run.problem, ev.resolution, ev.batch, run.dtype)[0]
+        return evaluate_sharded(network, run.problem, run.mesh, ev.resolution, ev.batch, run.dtype,
+                                grid=False)[0]
 
     res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
-              progress=progress, throw=False)
-    errors, grid = evaluate(res.network, run.problem, ev.resolution, ev.batch, run.dtype)
+              progress=progress, throw=False, **fit_options)
+    want_plots = plots and res.result is not RESULTS.interrupted
+    errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
+                                    run.dtype, grid=want_plots)
     summary = summarize(run, res, errors)
+    summary["n_processes"] = jax.process_count()
     if is_main_process():
         _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-        if plots and res.result is not RESULTS.interrupted:
+        if want_plots:
             write_plots(out, run.problem, grid, _read_history(out))
     return summary
 
@@ -230,11 +249,12 @@ def load_run(run_dir: str | Path) -> RunData:
 
 
 def evaluate_dir(run_dir: str | Path) -> dict:
-    """Recomputes the errors of a run directory's newest checkpoint."""
+    """Recomputes the errors of a run directory's newest checkpoint (grid sharded over
+    all visible devices)."""
     data = load_run(run_dir)
     dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
-    errors, _ = evaluate(data.network, data.problem, data.config.eval.resolution,
-                         data.config.eval.batch, dtype)
+    errors, _ = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
+                                 data.config.eval.batch, dtype, grid=False)
     return {"step": data.step, **errors}
 
 
@@ -242,8 +262,10 @@ def plot_dir(run_dir: str | Path) -> list[Path]:
     """(Re)draws ``run_dir/plots/*.png`` from the newest checkpoint."""
     data = load_run(run_dir)
     dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
-    _, grid = evaluate(data.network, data.problem, data.config.eval.resolution,
-                       data.config.eval.batch, dtype)
+    _, grid = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
+                               data.config.eval.batch, dtype)
+    if not is_main_process():
+        return []
     return write_plots(run_dir, data.problem, grid, data.history)
 
 

@@ -7,6 +7,16 @@ the all-reduce for the replicated parameters. ``train.chunk`` steps run per disp
 (`jax.lax.scan`); between chunks the host logs, checks for non-finite losses, evaluates
 and checkpoints. The step key is ``fold_in(train_key, step)``: the random stream does
 not depend on chunking, so a resumed run follows the uninterrupted trajectory.
+
+The same code runs in every process of a multi-process job (`pinnkit.distributed`):
+the mesh spans all processes' devices, each process places only its own rows of the
+point sets, only process 0 writes files, and the one host-side decision that could
+differ between processes (stop on a signal) is agreed by all-gather between chunks.
+
+Large problems: ``accumulate`` splits each step into micro-batches (scanned, so memory
+follows the micro-batch), ``remat`` wraps the per-device loss in `jax.checkpoint`,
+``donate`` reuses the state's buffers across chunks; `plan` reports the compiled
+memory without training.
 """
 
 from __future__ import annotations
@@ -29,7 +39,8 @@ from jax.sharding import PartitionSpec as P
 
 from . import checkpoint as ckpt
 from .build import Phase, Run
-from .errors import PinnkitError, RunDirError
+from .distributed import Watchdog, agree_any, broadcast_from_main, to_host
+from .errors import ConfigError, PinnkitError, RunDirError
 from .parallel import is_main_process, replicate, shard_rows
 
 
@@ -83,50 +94,138 @@ def split_model(run: Run):
     return eqx.partition((run.network, dict(run.problem.coeffs)), trainable_spec(run))
 
 
-def make_loss(run: Run, static) -> Callable:
-    """``loss(params, key, arrays) -> (total, terms)``: the global weighted loss.
+REMAT = ("none", "dots", "full")
 
-    ``arrays`` are the sampler's host arrays, sharded ``P("data")``.
+
+def _remat_policy(remat: str):
+    if remat == "dots":  # keep matmul outputs, recompute the elementwise work
+        return jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    return None  # "full": keep only the inputs
+
+
+def check_accumulate(run: Run, accumulate: int) -> None:
+    """Raises `ConfigError` unless every per-device batch splits into ``accumulate``
+    equal micro-batches."""
+    n_dev = run.mesh.size
+    if accumulate < 1:
+        raise ConfigError(f"accumulate={accumulate}: expected an integer >= 1")
+    for name, n in sorted(per_device_batch(run).items()):
+        if n % accumulate:
+            raise ConfigError(
+                f"accumulate={accumulate}: term {name!r} has {n} points per device "
+                f"({n * n_dev} over {n_dev} devices), not divisible into {accumulate} "
+                f"micro-batches; use an accumulate that divides {n} or change sampler.batch"
+            )
+
+
+def per_device_batch(run: Run) -> dict[str, int]:
+    """Points (or observations) per device for each term, per step."""
+    n_dev = run.mesh.size if run.mesh is not None else 1
+    out = {}
+    for name, term in sorted(run.problem.terms.items()):
+        n = term.rows().shape[0] if term.where == "data" else run.sampler.batch[name]
+        out[name] = n // n_dev
+    return out
+
+
+def make_loss(run: Run, static, *, accumulate: int = 1, remat: str = "none") -> Callable:
+    """``loss(params, key, arrays, micro) -> (total, terms)``: the global weighted loss of
+    micro-batch ``micro`` (``0 <= micro < accumulate``; the whole batch when
+    ``accumulate == 1``).
+
+    ``arrays`` are the sampler's arrays, sharded ``P("data")``. With accumulation each
+    device uses rows ``[micro·m, (micro+1)·m)`` of its local arrays, ``m = n_local /
+    accumulate``; the mean over equal micro-batches of their means is the full mean.
+    ``remat`` wraps the per-device loss in `jax.checkpoint` (``"dots"``: save only
+    matmul outputs; ``"full"``: save nothing), trading recomputation for memory.
     """
     problem, sampler, method, mesh = run.problem, run.sampler, run.method, run.mesh
     n_dev = mesh.size
+    k = accumulate
+    # Fresh uniform draws need a different key per micro-batch; fixed points and the
+    # Sobol shift (one per step) must not change with k.
+    fold_micro = k > 1 and sampler.resample and sampler.method == "uniform"
 
-    def per_device(params, key, arrays):
+    def terms_fn(params, batch):
         net, coeffs = eqx.combine(params, static)
-        batch = sampler.local_batch(key, problem, arrays, n_dev, run.dtype)
-        terms = problem.loss_terms(net, coeffs, batch, method)
-        return jax.lax.pmean(terms, "data")
+        return problem.loss_terms(net, coeffs, batch, method)
+
+    if remat != "none":
+        terms_fn = jax.checkpoint(terms_fn, policy=_remat_policy(remat))
+
+    def per_device(params, key, arrays, micro):
+        if k > 1:
+            arrays = {
+                name: jax.lax.dynamic_slice_in_dim(a, micro * (a.shape[0] // k), a.shape[0] // k)
+                for name, a in arrays.items()
+            }
+        if fold_micro:
+            key = jax.random.fold_in(key, micro)
+        batch = sampler.local_batch(key, problem, arrays, n_dev * k, run.dtype)
+        return jax.lax.pmean(terms_fn(params, batch), "data")
 
     sharded = jax.shard_map(
-        per_device, mesh=mesh, in_specs=(P(), P(), P("data")), out_specs=P()
+        per_device, mesh=mesh, in_specs=(P(), P(), P("data"), P()), out_specs=P()
     )
 
-    def loss(params, key, arrays):
-        terms = sharded(params, key, arrays)
-        total = sum(run.weights[k] * terms[k] for k in sorted(terms))
+    def loss(params, key, arrays, micro=0):
+        terms = sharded(params, key, arrays, jnp.asarray(micro, jnp.int32))
+        total = sum(run.weights[k_] * terms[k_] for k_ in sorted(terms))
         return total, terms
 
     return loss
 
 
-def make_chunk(loss: Callable, phase: Phase, n_steps: int, train_key) -> Callable:
-    """``chunk(state, arrays) -> (state, metrics)``, ``n_steps`` optimiser steps in one
+def accumulated(loss: Callable, accumulate: int) -> tuple[Callable, Callable]:
+    """``(value_and_grad, value)`` of the loss averaged over ``accumulate`` micro-batches.
+
+    ``value_and_grad(params, key, arrays) -> ((total, terms), grads)``. The micro-batches
+    run one after another in a `jax.lax.scan`, so only one micro-batch's activations are
+    alive at a time: memory scales with the micro-batch, not the batch.
+    """
+    vg = jax.value_and_grad(loss, has_aux=True)
+    if accumulate == 1:
+        return (lambda p, key, arrays: vg(p, key, arrays, 0),
+                lambda p, key, arrays: loss(p, key, arrays, 0)[0])
+
+    def mean_over_micro(f, p, key, arrays):
+        shapes = jax.eval_shape(f, p, key, arrays, 0)
+        zero = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+        def body(acc, j):
+            return jax.tree_util.tree_map(jnp.add, acc, f(p, key, arrays, j)), None
+
+        acc, _ = jax.lax.scan(body, zero, jnp.arange(accumulate))
+        return jax.tree_util.tree_map(lambda x: x / accumulate, acc)
+
+    def value_and_grad(p, key, arrays):
+        return mean_over_micro(vg, p, key, arrays)
+
+    def value(p, key, arrays):
+        return mean_over_micro(lambda *a: loss(*a)[0], p, key, arrays)
+
+    return value_and_grad, value
+
+
+def make_chunk(loss: Callable, phase: Phase, n_steps: int, train_key, *, accumulate: int = 1,
+               donate: bool = False) -> Callable:
+    """``chunk(arrays, state) -> (state, metrics)``, ``n_steps`` optimiser steps in one
     dispatch. ``metrics`` holds per-step ``loss`` and term losses, shape ``(n_steps,)``,
-    measured before each step's update."""
+    measured before each step's update. With ``donate`` the input state's buffers are
+    reused for the output (the caller must not touch the input state afterwards)."""
     opt = phase.optimizer
     line_search = phase.kind == "lbfgs"
+    value_and_grad, value = accumulated(loss, accumulate)
 
-    @eqx.filter_jit
-    def chunk(state: TrainState, arrays):
+    @eqx.filter_jit(donate="all-except-first" if donate else "none")
+    def chunk(arrays, state: TrainState):
         def body(state: TrainState, _):
             key = jax.random.fold_in(train_key, state.step)
-            (total, terms), grads = jax.value_and_grad(loss, has_aux=True)(
-                state.params, key, arrays
-            )
+            (total, terms), grads = value_and_grad(state.params, key, arrays)
             if line_search:  # the zoom line search re-evaluates the same loss
                 updates, opt_state = opt.update(
                     grads, state.opt_state, state.params, value=total, grad=grads,
-                    value_fn=lambda p: loss(p, key, arrays)[0],
+                    value_fn=lambda p: value(p, key, arrays),
                 )
             else:
                 updates, opt_state = opt.update(grads, state.opt_state, state.params)
@@ -188,29 +287,51 @@ def fit(
     run: Run,
     *,
     out_dir: str | Path | None = None,
-    resume: bool = False,
+    resume: bool | str = False,
     should_stop: Callable[[], bool] = lambda: False,
     evaluate: Callable | None = None,
     progress: bool = True,
     throw: bool = True,
+    accumulate: int = 1,
+    remat: str = "none",
+    donate: bool = False,
+    stall_timeout: float = 0.0,
 ) -> FitResult:
     """Trains ``run`` to ``train.steps`` (or until stopped / non-finite).
+
+    Runs unchanged in every process of a multi-process job: all of them compute, only
+    process 0 writes files, and host-side decisions (stop, which checkpoint) are agreed.
 
     **Arguments:**
     - `run`: from `build_run`.
     - `out_dir`: run directory; if given, ``metrics.jsonl`` and ``checkpoints/`` are
       written there (process 0 only).
-    - `resume`: continue from the newest valid checkpoint in ``out_dir``.
-    - `should_stop`: polled between chunks (signal handlers set it); when true, a
-      checkpoint is written and `RESULTS.interrupted` returned.
+    - `resume`: ``True``: continue from the newest valid checkpoint in ``out_dir`` (error
+      if none); ``"auto"``: the same if one exists, else start from step 0. Damaged
+      checkpoints are skipped with a warning. The checkpoint may come from any number of
+      devices or processes.
+    - `should_stop`: polled between chunks (signal handlers set it); when true on any
+      process, every process writes-or-waits for one checkpoint at the same step and
+      `RESULTS.interrupted` is returned.
     - `evaluate`: optional ``(network, coeffs) -> dict`` called every
-      ``train.eval_every`` steps; its result is logged.
+      ``train.eval_every`` steps on every process; its result is logged.
     - `throw`: raise `TrainingError` on a non-finite loss instead of returning.
+    - `accumulate`: split each step's batch into this many micro-batches (gradient
+      accumulation; the same step, in less memory).
+    - `remat`: ``"none"``, ``"dots"`` or ``"full"``: rematerialise the per-device loss
+      in the backward pass (`jax.checkpoint`).
+    - `donate`: donate the train state to each chunk (one copy of parameters and
+      optimiser state less on device; a host copy is kept for the non-finite rollback).
+    - `stall_timeout`: seconds a compiled chunk may take before the process exits with
+      an error (a hung peer); 0 disables.
 
     **Returns:** a `FitResult`; ``network``/``coeffs`` are the last finite parameters.
     """
     cfg = run.config
     t_start = time.perf_counter()
+    if remat not in REMAT:
+        raise ConfigError(f"remat={remat!r}: expected one of {', '.join(REMAT)}")
+    check_accumulate(run, accumulate)
     out = Path(out_dir) if out_dir is not None else None
     ck_dir = out / "checkpoints" if out is not None else None
     if out is not None and is_main_process():
@@ -220,25 +341,20 @@ def fit(
             raise RunDirError(f"cannot create {out}: {e.strerror or e}") from None
     metrics_path = out / "metrics.jsonl" if out is not None else None
     params, static = split_model(run)
-    key = jax.random.key(cfg.train.seed)
-    points_key, train_key = jax.random.fold_in(key, 1), jax.random.fold_in(key, 2)
-    arrays = run.sampler.host_arrays(points_key, run.problem, run.dtype)
-    arrays = shard_rows({k: jnp.asarray(v) for k, v in arrays.items()}, run.mesh)
-    loss = make_loss(run, static)
+    arrays = point_arrays(run)
+    loss = make_loss(run, static, accumulate=accumulate, remat=remat)
+    train_key = jax.random.fold_in(jax.random.key(cfg.train.seed), 2)
 
     step, opt_state, phase_of_state = 0, None, None
     if resume:
-        found = ckpt.latest_valid(ck_dir) if ck_dir is not None else None
-        if found is None:
+        found = find_checkpoint(ck_dir)
+        if found is None and resume != "auto":
             raise RunDirError(
                 f"--resume: no valid checkpoint in {ck_dir}; start without --resume"
             )
-        path, head = found
-        ph = run.phases[min(head["phase"], len(run.phases) - 1)]
-        template = (params, ph.optimizer.init(params))
-        _, (params, opt_state) = ckpt.load(path, template)
-        step, phase_of_state = int(head["step"]), int(head["phase"])
-        _truncate_metrics(metrics_path, step)
+        if found is not None:
+            step, phase_of_state, params, opt_state = _restore(run, found, params)
+            _truncate_metrics(metrics_path, step)
     params = replicate(params, run.mesh)
 
     history: list[dict] = []
@@ -251,15 +367,15 @@ def fit(
     next_eval = _next_multiple(step, cfg.train.eval_every)
     state = None
     bad_step = None
+    watchdog = Watchdog(stall_timeout)
 
     def save(state_, phase_idx):
         if ck_dir is None or not is_main_process():
             return
-        ckpt.save(
-            ck_dir, int(state_.step), (state_.params, state_.opt_state),
-            {"phase": phase_idx, "n_devices": run.mesh.size, "seed": cfg.train.seed},
-            keep=cfg.checkpoint.keep,
-        )
+        head = ckpt.manifest(cfg.to_dict(), phase=phase_idx, n_devices=run.mesh.size,
+                             n_processes=jax.process_count(), seed=cfg.train.seed)
+        ckpt.save(ck_dir, int(state_.step), (state_.params, state_.opt_state), head,
+                  keep=cfg.checkpoint.keep)
 
     try:
         for pi, ph in enumerate(run.phases):
@@ -271,15 +387,19 @@ def fit(
             phase_of_state = pi
             chunks: dict[int, Callable] = {}
             while step < ph.end:
-                if should_stop():
+                if agree_any(should_stop()):  # every process stops at the same step
                     result = RESULTS.interrupted
                     break
                 n = min(cfg.train.chunk, ph.end - step)
                 if n not in chunks:
-                    chunks[n] = make_chunk(loss, ph, n, train_key)
+                    chunks[n] = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate)
+                backup = to_host(state) if donate else None
                 t0 = time.perf_counter()
-                new_state, m = chunks[n](state, arrays)
+                if (pi, n) in compiled:  # not while compiling: that may take long
+                    watchdog.arm(f"steps {step}-{step + n}")
+                new_state, m = chunks[n](arrays, state)
                 m = jax.device_get(m)
+                watchdog.disarm()
                 dt = time.perf_counter() - t0
                 if (pi, n) in compiled:
                     timed_steps, timed_s = timed_steps + n, timed_s + dt
@@ -291,6 +411,8 @@ def fit(
                         metrics_path, history, m, step, pi, cfg.train.log_every, total, upto=bad_step
                     )
                     result = RESULTS.nonfinite_loss
+                    if donate:  # the input buffers were reused: restore the host copy
+                        state = replicate(backup, run.mesh)
                     break
                 _log_records(metrics_path, history, m, step, pi, cfg.train.log_every, total)
                 state, step = new_state, step + n
@@ -308,6 +430,7 @@ def fit(
             if result is not RESULTS.successful:
                 break
     finally:
+        watchdog.disarm()
         log.close()
 
     if state is None:  # resumed at the end: nothing to do
@@ -328,6 +451,89 @@ def fit(
     if throw and result is RESULTS.nonfinite_loss:
         raise TrainingError(f"step {bad_step}: {result.value}")
     return res
+
+
+def point_arrays(run: Run) -> dict:
+    """The sampler's arrays (fixed points, Sobol base sets, observations), sharded
+    ``P("data")`` over ``run.mesh``. Every process builds the same host arrays from the
+    seed; each places only the rows of its own devices."""
+    key = jax.random.key(run.config.train.seed)
+    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype)
+    return shard_rows(host, run.mesh)
+
+
+def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
+    """The newest valid checkpoint, chosen by process 0 (damaged files are skipped with a
+    warning) and the same on every process."""
+    if ck_dir is None:
+        return None
+    found = ckpt.latest_valid(ck_dir) if is_main_process() else None
+    step = int(broadcast_from_main(np.int64(found[1]["step"] if found else -1)))
+    if step < 0:
+        return None
+    path = ckpt.checkpoint_path(ck_dir, step)
+    return (path, found[1]) if found else (path, ckpt.read_header(path)[0])
+
+
+def _restore(run: Run, found, params):
+    """``(step, phase, params, opt_state)`` from a checkpoint (host arrays: any mesh)."""
+    path, head = found
+    want = ckpt.manifest(run.config.to_dict(), phase=0, n_devices=0, n_processes=0, seed=0)
+    if head.get("model_sha256", want["model_sha256"]) != want["model_sha256"]:
+        raise RunDirError(
+            f"{path} was written for another problem, network or numerics section than the "
+            "current config; resume with the run's own config.yaml or start a new run folder"
+        )
+    phase = int(head["phase"])
+    ph = run.phases[min(phase, len(run.phases) - 1)]
+    _, (params, opt_state) = ckpt.load(path, (params, ph.optimizer.init(params)))
+    return int(head["step"]), phase, params, opt_state
+
+
+def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = False) -> dict:
+    """What a run would do, without training (``pinnkit train --dry-run``): the mesh,
+    the per-device batch of each term, the parameter count, and XLA's memory estimate
+    of the compiled chunk of the first phase (``compiled.memory_analysis()``)."""
+    if remat not in REMAT:
+        raise ConfigError(f"remat={remat!r}: expected one of {', '.join(REMAT)}")
+    check_accumulate(run, accumulate)
+    params, static = split_model(run)
+    n_params = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(params))
+    arrays = point_arrays(run)
+    loss = make_loss(run, static, accumulate=accumulate, remat=remat)
+    ph = run.phases[0]
+    n = min(run.config.train.chunk, ph.steps)
+    train_key = jax.random.fold_in(jax.random.key(run.config.train.seed), 2)
+    params = replicate(params, run.mesh)
+    state = replicate(TrainState(params, ph.optimizer.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
+    chunk = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate)
+    t0 = time.perf_counter()
+    compiled = chunk.lower(arrays, state).compile()
+    compile_s = time.perf_counter() - t0
+    mem = compiled.compiled.memory_analysis()  # eqx wraps jax.stages.Compiled
+    fields = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+              "temp_size_in_bytes", "generated_code_size_in_bytes")
+    memory = {f: int(getattr(mem, f, 0) or 0) for f in fields} if mem is not None else {}
+    if memory:
+        memory["peak_estimate_bytes"] = (memory["argument_size_in_bytes"] + memory["output_size_in_bytes"]
+                                         - memory["alias_size_in_bytes"] + memory["temp_size_in_bytes"])
+    devs = run.mesh.devices.ravel()
+    per_dev = per_device_batch(run)
+    return {
+        "mesh": {"axis": "data", "size": run.mesh.size, "platform": devs[0].platform,
+                 "processes": jax.process_count(),
+                 "devices_per_process": len([d for d in devs if d.process_index == jax.process_index()])},
+        "per_device_batch": per_dev,
+        "micro_batch": {k: v // accumulate for k, v in per_dev.items()},
+        "accumulate": accumulate,
+        "remat": remat,
+        "donate": donate,
+        "parameters": n_params,
+        "chunk_steps": n,
+        "phase": ph.kind,
+        "compile_s": round(compile_s, 3),
+        "memory_per_device": memory,
+    }
 
 
 def _model(state: TrainState, static):
