@@ -7,16 +7,19 @@ Problem factories' own argument errors are re-raised as `ConfigError` naming
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh
 
 from ._loader import load_callable
+from .coeffs import constrained
 from .config import PhaseConfig, RunConfig
 from .diffops import METHODS, AbstractDiffMethod
 from .errors import ConfigError
@@ -102,17 +105,19 @@ def build_problem(cfg: RunConfig) -> Problem:
             f"problem.name {cfg.problem.name!r} returned {type(problem).__name__}, not a "
             "pinnkit.Problem"
         )
-    trainable = set(cfg.problem.trainable)
+    trainable = set(cfg.problem.trainable) | set(cfg.problem.coeffs)
     unknown = trainable - set(problem.coeffs)
     if unknown:
         raise ConfigError(
-            f"problem.trainable: {sorted(unknown)} are not coefficients of "
+            f"problem.trainable/problem.coeffs: {sorted(unknown)} are not coefficients of "
             f"{cfg.problem.name!r}; its coefficients are {sorted(problem.coeffs) or 'none'}"
         )
     if trainable:
-        import equinox as eqx
-
-        problem = eqx.tree_at(lambda p: p.trainable, problem, frozenset(trainable))
+        problem = problem.replace(trainable=trainable)
+    if cfg.problem.coeffs:
+        problem = _configure_coeffs(cfg, problem)
+    if cfg.problem.observations:
+        problem = _add_observations(cfg, problem)
     if cfg.network.hard_constraint:
         if problem.hard_constraint is None:
             raise ConfigError(
@@ -121,6 +126,43 @@ def build_problem(cfg: RunConfig) -> Problem:
             )
         problem = problem.without(problem.enforced)
     return problem
+
+
+def _configure_coeffs(cfg: RunConfig, problem: Problem) -> Problem:
+    """Applies ``problem.coeffs``: initial values and transforms of learnt coefficients."""
+    coeffs = dict(problem.coeffs)
+    for k, c in cfg.problem.coeffs.items():
+        init = c.init if c.init is not None else float(coeffs[k])
+        try:
+            coeffs[k] = constrained(init, c.transform, c.lower, c.upper)
+        except ValueError as e:
+            raise ConfigError(f"problem.coeffs.{k}: {e}") from None
+    return eqx.tree_at(lambda p: p.coeffs, problem, coeffs)
+
+
+def _add_observations(cfg: RunConfig, problem: Problem) -> Problem:
+    """Adds the ``problem.observations`` terms, read from files (relative to the config)."""
+    from .observations import load_observations
+
+    terms = dict(problem.terms)
+    for k, o in cfg.problem.observations.items():
+        if k in terms:
+            raise ConfigError(
+                f"problem.observations.{k}: the problem already has a term {k!r}; its terms are "
+                f"{sorted(terms)}; choose another name"
+            )
+        path = Path(o.file)
+        if not path.is_absolute() and cfg.source_dir and (Path(cfg.source_dir) / path).exists():
+            path = Path(cfg.source_dir) / path
+        bad = set(o.fields) - set(problem.out_names)
+        if bad:
+            raise ConfigError(
+                f"problem.observations.{k}.fields: {sorted(bad)} are not fields of the problem; "
+                f"its fields are {problem.out_names}"
+            )
+        terms[k] = load_observations(path, o.fields, domain=problem.domain, coords=o.coords or None,
+                                     weight=o.weight, sigma=o.sigma)
+    return eqx.tree_at(lambda p: p.terms, problem, terms)
 
 
 def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
@@ -176,10 +218,32 @@ def build_optimizer(p: PhaseConfig, steps: int) -> optax.GradientTransformation:
     return opt
 
 
+def _with_coeff_lrs(cfg: RunConfig, p: PhaseConfig, steps: int, net_opt):
+    """Adam/SGD phases: coefficients with their own ``lr`` get their own optimiser
+    (`optax.multi_transform` over the ``(network, coeffs)`` parameter tree). L-BFGS is
+    one joint quasi-Newton model, so it keeps a single optimiser."""
+    own = {k: c.lr for k, c in cfg.problem.coeffs.items() if c.lr is not None}
+    if not own or p.kind == "lbfgs":
+        return net_opt
+    transforms = {"net": net_opt}
+    for k, lr in own.items():
+        transforms[f"coeff:{k}"] = build_optimizer(dataclasses.replace(p, lr=lr), steps)
+
+    def labels(params):
+        net, coeffs = params
+        return (
+            jax.tree_util.tree_map(lambda _: "net", net),
+            {k: jax.tree_util.tree_map(lambda _, k=k: f"coeff:{k}" if k in own else "net", v)
+             for k, v in coeffs.items()},
+        )
+
+    return optax.multi_transform(transforms, labels)
+
+
 def build_phases(cfg: RunConfig) -> tuple[Phase, ...]:
     phases, start = [], 0
     for p, n in zip(cfg.optim.phases, cfg.phase_steps(), strict=True):
-        phases.append(Phase(p.kind, start, n, build_optimizer(p, n)))
+        phases.append(Phase(p.kind, start, n, _with_coeff_lrs(cfg, p, n, build_optimizer(p, n))))
         start += n
     return tuple(phases)
 

@@ -30,14 +30,44 @@ from .errors import ConfigError
 
 
 @dataclass(frozen=True)
+class CoeffConfig:
+    """``problem.coeffs.NAME``: a coefficient to learn (inverse problems). ``init``: its
+    starting value (null: the problem's value); ``transform``: ``none``, ``positive``
+    ($c_0 e^\\theta$) or ``bounded`` ($a + (b-a)\\sigma(\\theta)$ with ``lower``/``upper``);
+    ``lr``: its own Adam/SGD learning rate (null: the phase's)."""
+
+    init: float | None = None
+    transform: Literal["none", "positive", "bounded"] = "none"
+    lower: float | None = None
+    upper: float | None = None
+    lr: float | None = None
+
+
+@dataclass(frozen=True)
+class ObservationConfig:
+    """``problem.observations.NAME``: an observation term read from ``file`` (CSV, NPZ,
+    NetCDF; path relative to the config file): ``fields`` maps observed fields to columns,
+    ``coords`` coordinates to columns (default: same names), optional ``weight`` or
+    ``sigma`` (noise standard deviation) column."""
+
+    file: str = ""
+    fields: dict[str, str] | list[str] = field(default_factory=dict)
+    coords: dict[str, str] = field(default_factory=dict)
+    weight: str | None = None
+    sigma: str | None = None
+
+
+@dataclass(frozen=True)
 class ProblemConfig:
     """``problem``: which PDE. ``name``: a built-in (``pinnkit problems``) or
     ``path/to/file.py:factory``; ``params``: keyword arguments of the factory;
-    ``trainable``: coefficient names to learn."""
+    ``trainable``: coefficient names to learn; ``coeffs``: how to learn them."""
 
     name: str = "poisson2d"
     params: dict[str, Any] = field(default_factory=dict)
     trainable: list[str] = field(default_factory=list)
+    coeffs: dict[str, CoeffConfig] = field(default_factory=dict)
+    observations: dict[str, ObservationConfig] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -326,6 +356,22 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     from .diffops import METHODS
 
     n, t = cfg.network, cfg.train
+    for k, o in cfg.problem.observations.items():
+        _check(bool(o.file), where, f"problem.observations.{k}.file", "expected a file name", o.file)
+        _check(bool(o.fields), where, f"problem.observations.{k}.fields",
+               "expected the observed fields ({field: column} or a list)", o.fields)
+    for k, c in cfg.problem.coeffs.items():
+        pc = f"problem.coeffs.{k}"
+        if c.lr is not None:
+            _check(c.lr > 0, where, f"{pc}.lr", "expected a number > 0 or null", c.lr)
+        if c.transform == "positive" and c.init is not None:
+            _check(c.init > 0, where, f"{pc}.init", "transform 'positive' needs init > 0", c.init)
+        if c.transform == "bounded":
+            ok = c.lower is not None and c.upper is not None and c.lower < c.upper
+            _check(ok, where, f"{pc}.lower", "transform 'bounded' needs lower < upper", (c.lower, c.upper))
+            if c.init is not None:
+                _check(c.lower < c.init < c.upper, where, f"{pc}.init",
+                       f"expected a value inside ({c.lower}, {c.upper})", c.init)
     _check(n.width >= 1, where, "network.width", "expected an integer >= 1", n.width)
     _check(n.depth >= 1, where, "network.depth", "expected an integer >= 1", n.depth)
     if n.fourier is not None:

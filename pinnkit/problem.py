@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._types import Scalar
+from .coeffs import Constrained, constrained, values
 from .diffops import AbstractDiffMethod, Layout
 from .domains import AbstractDomain
 from .terms import AbstractTerm, Neumann, Robin
@@ -27,8 +28,12 @@ class Problem(eqx.Module):
     - `domain`: the geometry (`Box`, `SpaceTime`...).
     - `out_names`: the solution fields, e.g. ``("u",)`` or ``("u", "v", "p")``.
     - `terms`: named loss terms, e.g. ``{"pde": Equation(...), "walls": Dirichlet(...)}``.
-    - `coeffs`: named scalar coefficients ($\\nu$, $k$, ...), passed to every residual.
+    - `coeffs`: named scalar coefficients ($\\nu$, $k$, ...), passed to every residual
+      (floats, arrays, or `pinnkit.coeffs.Constrained`).
     - `trainable`: names of coefficients to learn (inverse problems).
+    - `coeff_transforms`: ``{name: "positive" | ("bounded", lower, upper)}``: learn those
+      coefficients through a transform that keeps them in range (`pinnkit.coeffs`);
+      residuals always receive the physical value.
     - `reference`: exact or reference solution ``x -> (len(out_names),)`` (pointwise,
       JAX-traceable), used for errors, plots and tests; None if unknown.
     - `hard_constraint`: optional ``transform(x, y) -> y`` enforcing some terms exactly
@@ -57,6 +62,7 @@ class Problem(eqx.Module):
         terms: Mapping[str, AbstractTerm],
         coeffs: Mapping[str, float | Array] | None = None,
         trainable=(),
+        coeff_transforms: Mapping[str, str | tuple] | None = None,
         reference=None,
         hard_constraint=None,
         enforced=(),
@@ -72,7 +78,14 @@ class Problem(eqx.Module):
                 t = dataclasses.replace(t, normal=domain.normal)
             bound[k] = t
         self.terms = bound
-        self.coeffs = {k: jnp.asarray(v) for k, v in (coeffs or {}).items()}
+        self.coeffs = {
+            k: v if isinstance(v, Constrained) else jnp.asarray(v) for k, v in (coeffs or {}).items()
+        }
+        for k, spec in (coeff_transforms or {}).items():
+            if k not in self.coeffs:
+                raise ValueError(f"coeff_transforms names {k!r}, which is not a coefficient: {sorted(self.coeffs)}")
+            kind, *bounds = (spec,) if isinstance(spec, str) else tuple(spec)
+            self.coeffs[k] = constrained(float(self.coeffs[k]), kind, *bounds)
         self.trainable = frozenset(trainable)
         self.reference = reference
         self.hard_constraint = hard_constraint
@@ -109,10 +122,25 @@ class Problem(eqx.Module):
     def layout(self) -> Layout:
         return Layout(self.domain.coords, self.domain.spatial_coords, self.out_names)
 
+    def replace(self, **changes) -> Problem:
+        """A copy with fields replaced (static ones too, e.g. ``trainable``, ``name``)."""
+        import copy
+
+        new = copy.copy(self)
+        for k, v in changes.items():
+            if k not in self.__dataclass_fields__:
+                raise TypeError(f"Problem has no field {k!r}")
+            object.__setattr__(new, k, frozenset(v) if k == "trainable" else v)
+        return new
+
     def without(self, names) -> Problem:
         """The same problem without the terms ``names`` (e.g. those a hard constraint enforces)."""
         kept = {k: t for k, t in self.terms.items() if k not in set(names)}
         return eqx.tree_at(lambda p: p.terms, self, kept)
+
+    def coeff_values(self, coeffs: Mapping[str, Array] | None = None) -> dict[str, Array]:
+        """Physical values of ``coeffs`` (default: the problem's own)."""
+        return values(self.coeffs if coeffs is None else coeffs)
 
     def residuals(
         self,
@@ -124,6 +152,7 @@ class Problem(eqx.Module):
         """Residuals of every term on its batch; the only `vmap` in pinnkit's physics."""
         layout = self.layout
         d = self.domain.dim
+        coeffs = values(coeffs)  # transformed (constrained) coefficients -> physical values
         out = {}
         for name, term in self.terms.items():
 

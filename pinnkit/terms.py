@@ -135,20 +135,24 @@ class Robin(AbstractTerm):
 
 
 class Observation(AbstractTerm):
-    """Measured values of ``fields`` at given points: $r = y(x_j) - y_j^{obs}$.
+    """Measured values of ``fields`` at given points: $r_j = \\sqrt{w_j}\\,(y(x_j) - y_j^{obs})$.
 
     **Arguments:**
     - `points`: ``(n, d)`` coordinates, in the domain's coordinate order.
     - `values`: ``(n, len(fields))`` observed values.
     - `fields`: which outputs are observed.
+    - `weights`: optional ``(n,)`` per-point weights $w_j \\ge 0$ (e.g. $1/\\sigma_j^2$ of a
+      Gaussian noise model, normalised to mean 1); None: all 1.
     The data are used in full every step (sharded over devices); ``n`` must be
-    divisible by the number of devices.
+    divisible by the number of devices. `pinnkit.observations.load_observations` builds
+    one from a CSV, NPZ or NetCDF file.
     """
 
     points: np.ndarray = eqx.field(converter=np.asarray)
     values: np.ndarray = eqx.field(converter=np.asarray)
     fields: tuple[str, ...] = eqx.field(static=True, default=("u",))
     where: str = eqx.field(static=True, default="data")
+    weights: np.ndarray | None = None
 
     def __check_init__(self):
         n = self.points.shape[0] if self.points.ndim == 2 else -1
@@ -161,17 +165,27 @@ class Observation(AbstractTerm):
             )
         if not (np.all(np.isfinite(self.points)) and np.all(np.isfinite(self.values))):
             raise ValueError("Observation points/values contain NaN or inf")
+        if self.weights is not None:
+            w = np.asarray(self.weights)
+            if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise ValueError(f"Observation weights must be (n,) = ({n},), finite and >= 0: "
+                                 f"actual shape={w.shape}")
 
     @property
     def data_dim(self) -> int:
-        return len(self.fields)
+        return len(self.fields) + (self.weights is not None)
 
     def rows(self) -> np.ndarray:
-        """The term's batch: ``[points | values]``, shape ``(n, d + len(fields))``."""
-        return np.concatenate([self.points, self.values], axis=1)
+        """The term's batch: ``[points | values (| sqrt(weights))]``, ``(n, d + data_dim)``."""
+        cols = [self.points, self.values]
+        if self.weights is not None:
+            cols.append(np.sqrt(np.asarray(self.weights, np.float64))[:, None])
+        return np.concatenate(cols, axis=1)
 
     def residual(self, f, coeffs, data):
-        return jnp.stack([f[n] for n in self.fields]) - data
+        k = len(self.fields)
+        r = jnp.stack([f[n] for n in self.fields]) - data[:k]
+        return r * data[k] if self.weights is not None else r
 
 
 def field_names(terms: Sequence[AbstractTerm]) -> set[str]:

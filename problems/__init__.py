@@ -6,10 +6,17 @@ registration decorators, no import-time side effects.
 """
 
 from .expression import expression
+from .burgers import burgers
+from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .poisson import poisson, poisson2d
 
 PROBLEMS = {
     "poisson2d": poisson2d,
     "poisson": poisson,
     "expression": expression,
+    "burgers": burgers,
+    "burgers_inverse": burgers_inverse,
+    "kovasznay_inverse": kovasznay_inverse,
+    "ebm_inverse": ebm_inverse,
+    "flow_assimilation": flow_assimilation,
 }
