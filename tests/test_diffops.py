@@ -16,7 +16,15 @@ import pytest
 
 from pinnkit.diffops import METHODS, Autodiff, Layout, Taylor, activation_derivatives
 from pinnkit.diffops._taylor import _make_plan
-from pinnkit.nn import ACTIVATIONS, MLP, HardDirichlet, Network, Normalize, build_mlp_network
+from pinnkit.nn import (
+    ACTIVATIONS,
+    MLP,
+    HardDirichlet,
+    Network,
+    Normalize,
+    PeriodicEmbedding,
+    build_mlp_network,
+)
 
 
 @pytest.fixture
@@ -246,6 +254,21 @@ def test_orders_three_and_four_vs_oracle(f64):
     got = evaluate(Taylor(), _fourth_order_residual, net, layout, pts)
     ref = evaluate(Autodiff(), _fourth_order_residual, net, layout, pts)
     assert_close(got, ref)
+
+
+def test_periodic_embedding_vs_oracle(f64):
+    """PeriodicEmbedding fast rule (x periodic, y normalised), orders <= 3."""
+    pe = PeriodicEmbedding((2.0, None), (0.0, -1.0), (2.0, 1.0))
+    core = MLP(3, 1, 4, 1, "sin", key=jax.random.key(8), dtype=jnp.float64)
+    net = Network(core, ("u",), ("x", "y"), (pe,))
+    layout = Layout(("x", "y"), ("x", "y"), ("u",))
+
+    def res(f):
+        uxy = [f.partial("u", "x", "y"), f.partial("u", "x", "x", "x"), f.partial("u", "x", "y", "y")]
+        return jnp.stack([f["u"], *f.grad("u"), f.laplacian("u"), *uxy])
+
+    pts = jax.random.uniform(jax.random.key(9), (2, 2), jnp.float64)
+    assert_close(evaluate(Taylor(), res, net, layout, pts), evaluate(Autodiff(), res, net, layout, pts))
 
 
 def test_fifth_order_fast_path(f64):

@@ -14,7 +14,8 @@ The jet of the input $x$ is $(x, e_{a_1}, \\dots, e_{a_p})$ with no higher rows,
 pushed through the network layer by layer:
 
 - an affine map $z \\mapsto Wz + b$ maps the value to $Wz + b$ and every row $r \\mapsto Wr$:
-  all rows go through **one** matmul (batched over points by the caller's `vmap`);
+  three matmuls per layer (value, first-order block, stacked higher rows), each batched
+  over points by the caller's `vmap` into one large matrix product;
 - an element-wise $\\sigma$ with $s_j = \\sigma^{(j)}(z)$ maps
   $\\partial_a z \\mapsto s_1 \\partial_a z$,
   $\\Delta_S z \\mapsto s_1 \\Delta_S z + s_2 \\sum_{a \\in S} (\\partial_a z)^2$ (the forward
@@ -30,10 +31,11 @@ are not stored, so they cost nothing; and the input's first-order rows do not de
 $x$, so under `vmap` they stay unbatched until the first non-linearity.
 
 Why this representation rather than univariate jets along polarisation directions
-(Griewank–Utke–Walther interpolation): for the mixed partials PDEs use, the closed set of
-multi-indices is smaller than the number of directional coefficients needed (biharmonic at
-$d=2$: 13 rows instead of 21), and no interpolation weights means no cancellation, so the
-result agrees with nested reverse mode to rounding.
+(Griewank–Utke–Walther interpolation): for the sparse sets of mixed partials PDEs use, the
+closed set of multi-indices is no larger than the directional coefficients needed (all of
+$u_{xxxx}, u_{xxyy}, u_{yyyy}$ and their lower orders at $d = 2$: 13 rows, against
+$1 + 4\\binom{d+3}{4} = 21$ for interpolation), and without interpolation weights there is
+no cancellation, so the result agrees with nested reverse mode to rounding.
 
 Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `FourierFeatures` embeddings
 and an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`, with closed-form
@@ -59,7 +61,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._types import Point, Scalar
-from ..nn import ACTIVATIONS, MLP, FourierFeatures, Network, Normalize
+from ..nn import ACTIVATIONS, MLP, FourierFeatures, Network, Normalize, PeriodicEmbedding
 from ._base import AbstractDiffMethod, Request
 
 # A row label: ("p", axes) is the partial derivative along the sorted `axes`
@@ -125,10 +127,6 @@ class _Plan(NamedTuple):
     rest: tuple[Key, ...]  # Laplacian rows, then mixed partials by increasing order
     order: int  # highest derivative order carried
     needed: frozenset  # rows the requests read directly (the rest only feed them)
-
-    @property
-    def first(self) -> tuple[Key, ...]:
-        return tuple(("p", (a,)) for a in self.dirs)
 
 
 def _make_plan(requests: Sequence[Request]) -> _Plan:
@@ -302,8 +300,7 @@ def _gelu_derivs(a: Array, k: int) -> list[Array]:
     tanh_u = [t[0]]
     for n in range(1, k + 1):
         terms = [
-            cnt * t[j] * functools.reduce(operator.mul, [u[m] for m in ks])
-            for j, cnt, ks in _block_sizes(n)
+            cnt * t[j] * functools.reduce(operator.mul, [u[m] for m in ks]) for j, cnt, ks in _block_sizes(n)
         ]
         tanh_u.append(functools.reduce(operator.add, terms))
     cdf = [0.5 * (1.0 + tanh_u[0])] + [0.5 * d for d in tanh_u[1:]]
@@ -399,11 +396,36 @@ def _fourier(ff: FourierFeatures, jet: _Jet, plan: _Plan) -> _Jet:
     return _elementwise(both, derivs, plan)
 
 
+def _periodic(pe: PeriodicEmbedding, jet: _Jet, plan: _Plan) -> _Jet:
+    # every feature is phi(c x_i): phi = identity (normalised coordinate, the offset does not
+    # matter to derivatives), cos or sin (periodic coordinate, c = 2 pi / period)
+    idx, scale, kinds = [], [], []
+    for i, period in enumerate(pe.periods):
+        if period is None:
+            idx, scale, kinds = idx + [i], scale + [2.0 / (pe.upper[i] - pe.lower[i])], kinds + [0]
+        else:
+            idx, scale, kinds = idx + [i, i], scale + [2.0 * math.pi / period] * 2, kinds + [1, 2]
+    scale = jnp.asarray(scale, jet.value.dtype)
+    sel = lambda r: r[..., np.asarray(idx)] * scale.reshape((1,) * (r.ndim - 1) + (-1,))
+    angle = sel(jet.value)
+    feats = _Jet(
+        angle, None if jet.first is None else sel(jet.first), {k: sel(r) for k, r in jet.rest.items()}
+    )
+    sin, cos = jnp.sin(angle), jnp.cos(angle)
+    one, zero = jnp.ones_like(angle), jnp.zeros_like(angle)
+    is_lin, is_cos = np.asarray(kinds) == 0, np.asarray(kinds) == 1
+
+    def nth(j):  # phi^(j) of every feature, j >= 1
+        periodic = jnp.where(is_cos, (cos, -sin, -cos, sin)[j % 4], (sin, cos, -sin, -cos)[j % 4])
+        return jnp.where(is_lin, one if j == 1 else zero, periodic)
+
+    derivs = [pe(jet.value)] + [nth(j) for j in range(1, plan.order + 1)]
+    return _elementwise(feats, derivs, plan)
+
+
 def _is_fast_mlp(m) -> bool:
     return type(m) is MLP and all(
-        type(lin) is eqx.nn.Linear
-        and isinstance(lin.in_features, int)
-        and isinstance(lin.out_features, int)
+        type(lin) is eqx.nn.Linear and isinstance(lin.in_features, int) and isinstance(lin.out_features, int)
         for lin in m.layers
     )
 
@@ -416,6 +438,8 @@ def _module(m: Callable, jet: _Jet, plan: _Plan, keep=None) -> _Jet:
         return _normalize(m, jet)
     if type(m) is FourierFeatures:
         return _fourier(m, jet, plan)
+    if type(m) is PeriodicEmbedding:
+        return _periodic(m, jet, plan)
     return _generic(m, (jet,), plan)
 
 
@@ -473,8 +497,7 @@ def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
     if p == 0:
         return _Jet(out, None, {})
     firsts = tuple(
-        j.first if j.first is not None else jnp.zeros((p, *j.value.shape), j.value.dtype)
-        for j in jets
+        j.first if j.first is not None else jnp.zeros((p, *j.value.shape), j.value.dtype) for j in jets
     )
     first = jax.vmap(lambda *t: jax.jvp(fn, values, t)[1])(*firsts)
     rest = {}
