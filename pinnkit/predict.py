@@ -38,12 +38,16 @@ def parse_grid(spec: str | int, domain) -> tuple[list[np.ndarray], tuple[int, ..
         name, _, rng = part.partition("=")
         name = name.strip()
         if name not in coords:
-            raise PinnkitError(f"--grid {text!r}: {name!r} is not a coordinate; the coordinates are {coords}")
+            raise PinnkitError(
+                f"--grid {text!r}: {name!r} is not a coordinate; the coordinates are {coords}"
+            )
         bits = rng.split(":")
         try:
             a, b, n = float(bits[0]), float(bits[1]), int(bits[2])
         except (IndexError, ValueError):
-            raise PinnkitError(f"--grid {text!r}: {part!r} must be {name}=lo:hi:n, e.g. {name}=0:1:101") from None
+            raise PinnkitError(
+                f"--grid {text!r}: {part!r} must be {name}=lo:hi:n, e.g. {name}=0:1:101"
+            ) from None
         if n < 1:
             raise PinnkitError(f"--grid {text!r}: {part!r} needs n >= 1")
         given[name] = (a, b, n)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._types import Scalar
-from .coeffs import Constrained, constrained, values
+from .coeffs import CoeffField, Constrained, constrained, values
 from .diffops import AbstractDiffMethod, Layout
 from .domains import AbstractDomain
 from .terms import AbstractTerm, Neumann, Robin
@@ -29,7 +29,8 @@ class Problem(eqx.Module):
     - `out_names`: the solution fields, e.g. ``("u",)`` or ``("u", "v", "p")``.
     - `terms`: named loss terms, e.g. ``{"pde": Equation(...), "walls": Dirichlet(...)}``.
     - `coeffs`: named scalar coefficients ($\\nu$, $k$, ...), passed to every residual
-      (floats, arrays, or `pinnkit.coeffs.Constrained`).
+      (floats, arrays, `pinnkit.coeffs.Constrained`, or a `pinnkit.coeffs.CoeffField`:
+      a small network $c(x)$ that residuals call at the point).
     - `trainable`: names of coefficients to learn (inverse problems).
     - `coeff_transforms`: ``{name: "positive" | ("bounded", lower, upper)}``: learn those
       coefficients through a transform that keeps them in range (`pinnkit.coeffs`);
@@ -78,12 +79,13 @@ class Problem(eqx.Module):
                 t = dataclasses.replace(t, normal=domain.normal)
             bound[k] = t
         self.terms = bound
-        self.coeffs = {
-            k: v if isinstance(v, Constrained) else jnp.asarray(v) for k, v in (coeffs or {}).items()
-        }
+        learnt = Constrained | CoeffField
+        self.coeffs = {k: v if isinstance(v, learnt) else jnp.asarray(v) for k, v in (coeffs or {}).items()}
         for k, spec in (coeff_transforms or {}).items():
             if k not in self.coeffs:
-                raise ValueError(f"coeff_transforms names {k!r}, which is not a coefficient: {sorted(self.coeffs)}")
+                raise ValueError(
+                    f"coeff_transforms names {k!r}, which is not a coefficient: {sorted(self.coeffs)}"
+                )
             kind, *bounds = (spec,) if isinstance(spec, str) else tuple(spec)
             self.coeffs[k] = constrained(float(self.coeffs[k]), kind, *bounds)
         self.trainable = frozenset(trainable)

@@ -32,6 +32,11 @@ def run_dir(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def data(run_dir):
+    return load_run(run_dir)
+
+
 def _parser():
     p = cli.parser()
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
@@ -47,8 +52,7 @@ def _cli(*argv):
         return 2
 
 
-def test_predict_points_and_grid_match_the_network(run_dir):
-    data = load_run(run_dir)
+def test_predict_points_and_grid_match_the_network(run_dir, data):
     pts = np.random.default_rng(0).uniform(0, 1, (37, 2))
     res = predict(run_dir, points=pts, batch=8)  # several batches, last one padded
     np.testing.assert_allclose(res["u"], data.predict(pts)[:, 0], rtol=1e-6, atol=1e-7)
@@ -92,7 +96,7 @@ def _fresh_python(code: str, cwd: Path) -> str:
 
 
 @pytest.mark.parametrize("derivatives", [False, True])
-def test_exported_artifact_reproduces_predictions_without_pinnkit(run_dir, tmp_path, derivatives):
+def test_exported_artifact_reproduces_predictions_without_pinnkit(run_dir, data, tmp_path, derivatives):
     pytest.importorskip("flatbuffers")
     model = tmp_path / "model.jaxexport"
     args = ["export", run_dir, "--out", model] + (["--derivatives"] if derivatives else [])
@@ -115,7 +119,6 @@ def test_exported_artifact_reproduces_predictions_without_pinnkit(run_dir, tmp_p
     assert "PINNKIT_IMPORTABLE" not in stdout
     with np.load(tmp_path / "out.npz") as z:
         outs = [z[k] for k in sorted(z.files)]
-    data = load_run(run_dir)
     np.testing.assert_allclose(outs[0], data.predict(pts), rtol=1e-6, atol=1e-6)
     if derivatives:
         jac = np.asarray(jax.vmap(jax.jacfwd(data.network))(pts))
