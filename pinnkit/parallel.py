@@ -45,8 +45,13 @@ def make_mesh(n_devices: int = -1) -> Mesh:
 
 
 def _place(x, sharding: NamedSharding):
-    if isinstance(x, jax.Array) and x.sharding.is_equivalent_to(sharding, x.ndim):
-        return x
+    # The exact sharding, not merely an equivalent one: a jitted chunk called with a
+    # single-device array and then with its own NamedSharding output would retrace.
+    if isinstance(x, jax.Array):
+        if x.sharding == sharding:
+            return x
+        if jax.process_count() == 1:
+            return jax.device_put(x, sharding)
     host = to_host(x) if isinstance(x, jax.Array) else np.asarray(x)
     return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
 

@@ -282,3 +282,27 @@ def test_dry_run(tmp_path):
     assert info["micro_batch"] == {"boundary": 16, "pde": 64}
     assert info["parameters"] > 0 and info["memory_per_device"]["peak_estimate_bytes"] > 0
     assert "dry run" in r.stderr and not out.exists()
+
+
+def test_placed_state_is_not_retraced():
+    """The state placed on the mesh has the exact sharding of the chunk's output, so one
+    chunk and three chunks trace the step the same number of times (on 1 device the
+    placement once kept a single-device sharding and every run traced twice)."""
+    import dataclasses
+
+    import equinox as eqx
+
+    counts = []
+    for steps in (10, 30):
+        run = build_run(load_config(SOFT, [f"train.steps={steps}", "train.chunk=10"]), mesh=make_mesh(1))
+        pde, traces = run.problem.terms["pde"], [0]
+
+        def counting(f, c, fn=pde.fn, traces=traces):
+            traces[0] += 1
+            return fn(f, c)
+
+        terms = dict(run.problem.terms, pde=type(pde)(counting))
+        run = dataclasses.replace(run, problem=eqx.tree_at(lambda p: p.terms, run.problem, terms))
+        fit(run, progress=False)
+        counts.append(traces[0])
+    assert counts[0] == counts[1] > 0
