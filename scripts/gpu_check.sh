@@ -1,0 +1,15 @@
+#!/bin/bash
+# One prepared GPU check (issue 4): P1/P2 training throughput (collocation points per
+# second) at global batches 4k..1M on the visible GPU(s), plus the scaling correctness
+# check. Writes $OUT/gpu_check.json and $OUT/gpu_check.md (or ./ when OUT is unset);
+# copy the table into docs/benchmarks.md.
+#
+#   bash scripts/gpu_check.sh            # ~5 minutes on one H200
+set -euo pipefail
+OUT=${OUT:-.}
+PY=${PYTHON:-python}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu_check.md"
+"$PY" -c "import jax; print('jax', jax.__version__, jax.devices())" | tee -a "$OUT/gpu_check.md"
+"$PY" scripts/bench_scaling.py --mode batch --problems P1,P2 --steps 100 --chunk 25 \
+    --batches 4096,16384,65536,262144,1048576 --json "$OUT/gpu_check.json" | tee -a "$OUT/gpu_check.md"
