@@ -262,10 +262,10 @@ def test_evaluate_sharded_matches_single_device():
     np.testing.assert_allclose(g4["pred"], g1["pred"], rtol=1e-6, atol=1e-7)
 
 
-def test_gradient_accumulation_same_history():
+def test_gradient_accumulation_and_donation_same_history():
     cfg = load_config(SOFT, ["train.steps=30", "train.chunk=10", "train.log_every=1"])
-    h = [as_array(fit(build_run(cfg, mesh=make_mesh(2)), progress=False, accumulate=k).history)
-         for k in (1, 4)]
+    h = [as_array(fit(build_run(cfg, mesh=make_mesh(2)), progress=False, accumulate=k, donate=d).history)
+         for k, d in ((1, False), (4, True))]
     np.testing.assert_allclose(h[1], h[0], rtol=1e-5)
     with pytest.raises(Exception, match="not divisible into 3 micro-batches"):
         plan(build_run(cfg, mesh=make_mesh(2)), accumulate=3)
@@ -306,3 +306,16 @@ def test_placed_state_is_not_retraced():
         fit(run, progress=False)
         counts.append(traces[0])
     assert counts[0] == counts[1] > 0
+
+
+def test_donated_state_still_rolls_back_on_nonfinite_loss(tmp_path):
+    from pinnkit.train import RESULTS
+
+    cfg = load_config(SOFT, ["optim.phases.0={kind: sgd, lr: 1.0e+6}", "train.chunk=10",
+                             "train.steps=200", "checkpoint.every=10"])
+    res = fit(build_run(cfg, mesh=make_mesh(2)), out_dir=tmp_path, progress=False, throw=False,
+              donate=True)
+    assert res.result is RESULTS.nonfinite_loss and res.step <= res.bad_step
+    leaves = jax.tree_util.tree_leaves(res.network)
+    assert all(np.isfinite(np.asarray(x)).all() for x in leaves if hasattr(x, "dtype"))
+    assert ckpt.latest_valid(tmp_path / "checkpoints")[1]["step"] == res.step
