@@ -8,12 +8,26 @@ registration decorators, no import-time side effects.
 from .expression import expression
 from .burgers import burgers
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
+from .navier_stokes import (
+    beltrami_flow,
+    channel_flow,
+    kovasznay,
+    lid_driven_cavity,
+    periodic_flow,
+    taylor_green,
+)
 from .poisson import poisson, poisson2d
 
 PROBLEMS = {
     "poisson2d": poisson2d,
     "poisson": poisson,
     "expression": expression,
+    "kovasznay": kovasznay,
+    "lid_driven_cavity": lid_driven_cavity,
+    "taylor_green": taylor_green,
+    "periodic_flow": periodic_flow,
+    "beltrami_flow": beltrami_flow,
+    "channel_flow": channel_flow,
     "burgers": burgers,
     "burgers_inverse": burgers_inverse,
     "kovasznay_inverse": kovasznay_inverse,
