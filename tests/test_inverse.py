@@ -220,7 +220,8 @@ def test_inverse_problems_build_and_have_true_reference():
 
 @pytest.mark.parametrize(
     "name",
-    ["inverse_burgers", "inverse_kovasznay", "inverse_ebm", "assimilation_kovasznay", "tiny/inverse_ebm"],
+    ["inverse_burgers", "inverse_kovasznay", "inverse_ebm", "assimilation_kovasznay", "tiny/inverse_ebm",
+     "tiny/inverse_burgers"],
 )
 def test_inverse_configs_build(name):
     from pathlib import Path
