@@ -37,8 +37,8 @@ $u_{xxxx}, u_{xxyy}, u_{yyyy}$ and their lower orders at $d = 2$: 13 rows, again
 $1 + 4\\binom{d+3}{4} = 21$ for interpolation), and without interpolation weights there is
 no cancellation, so the result agrees with nested reverse mode to rounding.
 
-Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `FourierFeatures` embeddings
-and an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`, with closed-form
+Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `PeriodicEmbedding` /
+`FourierFeatures` embeddings and an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`, with closed-form
 derivatives of any order). Everything else (the output transform, unknown embeddings,
 cores, or a user's own module as the whole network) goes through a *generic* rule built
 from nested `jax.jvp`, which is correct for any JAX function; see `_generic`.
@@ -399,12 +399,16 @@ def _fourier(ff: FourierFeatures, jet: _Jet, plan: _Plan) -> _Jet:
 def _periodic(pe: PeriodicEmbedding, jet: _Jet, plan: _Plan) -> _Jet:
     # every feature is phi(c x_i): phi = identity (normalised coordinate, the offset does not
     # matter to derivatives), cos or sin (periodic coordinate, c = 2 pi / period)
-    idx, scale, kinds = [], [], []
+    idx, scale, kinds = [], [], []  # kinds: 0 identity, 1 cos, 2 sin
     for i, period in enumerate(pe.periods):
         if period is None:
-            idx, scale, kinds = idx + [i], scale + [2.0 / (pe.upper[i] - pe.lower[i])], kinds + [0]
+            idx += [i]
+            scale += [2.0 / (pe.upper[i] - pe.lower[i])]
+            kinds += [0]
         else:
-            idx, scale, kinds = idx + [i, i], scale + [2.0 * math.pi / period] * 2, kinds + [1, 2]
+            idx += [i, i]
+            scale += [2.0 * math.pi / period] * 2
+            kinds += [1, 2]
     scale = jnp.asarray(scale, jet.value.dtype)
     sel = lambda r: r[..., np.asarray(idx)] * scale.reshape((1,) * (r.ndim - 1) + (-1,))
     angle = sel(jet.value)
@@ -484,7 +488,7 @@ def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
     - a Laplacian row, by collapsing the second-order Taylor coefficients:
       $\\Delta_S f(z) = Df[\\Delta_S z] + \\sum_{a \\in S} D^2 f[\\partial_a z, \\partial_a z]$;
     - a mixed partial $\\partial_\\alpha$, $|\\alpha| = k$: $k$ nested jvps in auxiliary
-      variables $\\epsilon_1..\\epsilon_k$ of $f(\\sum_{I} \\epsilon^I \\partial_{\\alpha_I} z)$,
+      variables $\\epsilon_1..\\epsilon_k$ of $f(z + \\sum_{I} \\epsilon^I \\partial_{\\alpha_I} z)$,
       $I$ over the non-empty subsets of positions (only square-free monomials can reach
       $\\partial_{\\epsilon_1 \\cdots \\epsilon_k}$), vmapped over the rows of equal order.
 
@@ -561,7 +565,8 @@ class Taylor(AbstractDiffMethod):
     order 2–4 (and higher) are carried as one row per multi-index that the request needs.
 
     Fast closed-form rules cover `pinnkit.nn.Network` with an `MLP` core (all activations
-    of `pinnkit.nn.ACTIVATIONS`) and `Normalize` / `FourierFeatures` embeddings; the
+    of `pinnkit.nn.ACTIVATIONS`) and `Normalize` / `PeriodicEmbedding` / `FourierFeatures`
+    embeddings; the
     output transform, any other layer and any other callable (for example a user's own
     Equinox module passed as the network) go through a generic nested-`jax.jvp` rule with
     the same result. Training differentiates this forward propagation in reverse mode
