@@ -2,7 +2,11 @@
 `jax.distributed` + gloo (2 processes x 2 CPU devices), compared with in-process runs on
 1 and 4 devices; checkpoints restored onto other device counts; SIGTERM + --resume
 auto; a killed peer; damaged checkpoints; process-group detection; sharded evaluation;
-gradient accumulation; --dry-run."""
+gradient accumulation; donation; --dry-run.
+
+The tests that start real processes are marked ``slow`` (each launch takes about a
+minute on the shared 2-core machine, mostly imports and compilation); ``-m "not slow"``
+runs the rest in about 40 s."""
 
 import json
 import os
@@ -106,6 +110,7 @@ def mp_run(tmp_path_factory):
 # ------------------------------------------------------------------ multi-process
 
 
+@pytest.mark.slow
 def test_sigterm_to_one_process_then_resume_auto(mp_run):
     """SIGTERM reaches only process 1; both stop at the same chunk, process 0 writes one
     checkpoint, both exit 0; ``--resume auto`` continues from it to the end, each step
@@ -122,6 +127,7 @@ def test_sigterm_to_one_process_then_resume_auto(mp_run):
     assert json.loads((out / "summary.json").read_text())["outcome"] == "successful"
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process(mp_run):
     """2 x 2 devices (interrupted and resumed) == 1 x 4 == 1 x 1 uninterrupted, on the
     same fixed points (float32, rtol 1e-5). Not compared bit for bit: gloo's
@@ -148,6 +154,7 @@ def test_two_processes_match_one_process(mp_run):
     assert not list((out / "checkpoints").glob(".*tmp*"))
 
 
+@pytest.mark.slow
 def test_four_device_checkpoint_resumes_on_one_and_two(mp_run, tmp_path):
     """The step-40 checkpoint of the 2-process run continues on 1 and 2 devices along the
     same trajectory. The newest checkpoint is truncated first: it must be skipped."""
@@ -166,6 +173,7 @@ def test_four_device_checkpoint_resumes_on_one_and_two(mp_run, tmp_path):
         np.testing.assert_allclose(as_array(res.history), ref, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_killed_peer_makes_the_other_exit(tmp_path):
     """SIGKILL on process 1 mid-training: process 0 exits non-zero within 60 s (the
     runtime misses its heartbeats), with a message that names the cause."""
