@@ -82,7 +82,8 @@ CLI_CASES = {
     "bad_param": ("problem: {name: poisson2d, params: {kk: 1}}\n", [], "not accepted by problem"),
     "batch_mismatch": ("sampler: {batch: {pde: 8, walls: 8}}\n", [], "unknown=\\[.walls.\\]"),
     "indivisible": (
-        "sampler: {batch: {pde: 9}}\n", ["--devices", "2"], "multiple of the number of devices"
+        "sampler: {batch: {pde: 9, boundary: 8}}\n", ["--devices", "2"],
+        "multiple of the number of devices",
     ),
     "user_file": ("problem: {name: 'missing.py:make'}\n", [], "file not found"),
     "too_many_devices": ("{}\n", ["--set", "mesh.data=64"], "device\\(s\\) are visible"),
