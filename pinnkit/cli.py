@@ -98,6 +98,10 @@ def cmd_train(args) -> int:
     overrides = list(args.set or [])
     if args.devices is not None:  # per process; the mesh spans all processes
         overrides.append(f"mesh.data={args.devices * spec.num_processes}")
+    # Command-line memory options override the config's train.* keys.
+    for key in ("accumulate", "remat", "donate"):
+        if getattr(args, key) is not None:
+            overrides.append(f"train.{key}={str(getattr(args, key)).lower()}")
     if args.config is None:
         if not (resume and args.out):
             raise PinnkitError("train needs a CONFIG file (or --out DIR --resume to continue a run)")
@@ -107,8 +111,8 @@ def cmd_train(args) -> int:
     out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
     _apply_numerics(cfg, args.devices)
     stall = args.stall_timeout if args.stall_timeout is not None else (900.0 if spec.multi else 0.0)
-    fit_options = dict(accumulate=args.accumulate, remat=args.remat, donate=args.donate,
-                       stall_timeout=stall)
+    fit_options = dict(accumulate=cfg.train.accumulate, remat=cfg.train.remat,
+                       donate=cfg.train.donate, stall_timeout=stall)
     if args.dry_run:
         return _dry_run(cfg, fit_options)
     stop = _Stop().install()
@@ -207,11 +211,12 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--dry-run", action="store_true",
                    help="print mesh, per-device batch, parameter count and compiled memory; no training")
     big = t.add_argument_group("large problems")
-    big.add_argument("--accumulate", type=int, default=1, metavar="K",
+    big.add_argument("--accumulate", type=int, default=None, metavar="K",
                      help="split each step's batch into K micro-batches (gradient accumulation)")
-    big.add_argument("--remat", choices=("none", "dots", "full"), default="none",
+    big.add_argument("--remat", choices=("none", "dots", "full"), default=None,
                      help="rematerialise the per-device loss in the backward pass")
-    big.add_argument("--donate", action="store_true", help="donate the train state to each chunk")
+    big.add_argument("--donate", action="store_const", const=True, default=None,
+                     help="donate the train state to each chunk")
     mp = t.add_argument_group("multi-process (not needed under srun; see docs/cluster.md)")
     mp.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
     mp.add_argument("--num-processes", type=int, metavar="N", help="number of processes")

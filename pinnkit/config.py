@@ -156,13 +156,17 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """``train``: total steps, steps per dispatch (``chunk``), logging cadence, seed."""
+    """``train``: total steps, steps per dispatch (``chunk``), logging cadence, seed, and the
+    memory options for large problems (``accumulate``, ``remat``, ``donate``)."""
 
     steps: int = 1000
     chunk: int = 100
     log_every: int = 100
     eval_every: int = 0
     seed: int = 0
+    accumulate: int = 1
+    remat: Literal["none", "dots", "full"] = "none"
+    donate: bool = False
 
 
 @dataclass(frozen=True)
@@ -395,6 +399,7 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(t.log_every >= 1, where, "train.log_every", "expected an integer >= 1", t.log_every)
     _check(t.eval_every >= 0, where, "train.eval_every", "expected an integer >= 0", t.eval_every)
     _check(t.seed >= 0, where, "train.seed", "expected an integer >= 0", t.seed)
+    _check(t.accumulate >= 1, where, "train.accumulate", "expected an integer >= 1", t.accumulate)
     phases = cfg.optim.phases
     _check(len(phases) >= 1, where, "optim.phases", "expected at least one phase", phases)
     nulls = [i for i, p in enumerate(phases) if p.steps is None]
