@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pinnkit.diffops import METHODS, Autodiff, Layout, Taylor, activation_derivatives
-from pinnkit.diffops._taylor import _make_plan
+from pinnkit.diffops._taylor import _generic, _hard_dirichlet, _input_jet, _Jet, _make_plan
 from pinnkit.nn import (
     ACTIVATIONS,
     MLP,
@@ -70,7 +70,6 @@ def analytic_expected(p):
         1.0,  # u_xyz
         16 * s,  # u_xxxx
         12 * x + 36 * s,  # u_xxyy
-        32 * math.cos(2 * x) * math.cos(3 * y),  # u_xxxxx
         6 * x * y**2 + 2 * x**3 - 13 * s,  # laplacian over x, y, z
         24 * x + 169 * s,  # biharmonic over x, y
         3 * x**2 * y**2 + 2 * math.cos(2 * x) * math.cos(3 * y) + y * z + 2 * e * y + 2 * x**4 * y,
@@ -94,7 +93,6 @@ def analytic_residual(f):
             f.partial("u", "z", "y", "x"),
             f.partial("u", "x", "x", "x", "x"),
             f.partial("u", "x", "x", "y", "y"),
-            f.partial("u", "x", "x", "x", "x", "x"),
             f.laplacian("u", ("x", "y", "z")),
             bih,
             f.divergence(("u", "v"), ("x", "y")),
@@ -352,6 +350,36 @@ def test_laplacian_from_diagonal_and_edge_cases(f64):
     np.testing.assert_allclose(values_only, jax.vmap(net)(pts)[:, 2], rtol=1e-14)
 
 
+def test_hard_dirichlet_rule_matches_generic(f64):
+    """The HardDirichlet rule (affine in y: generic rule on x only, Leibniz for y) against
+    the generic two-input rule, on a random jet with rows up to fourth order."""
+    hd = HardDirichlet((0.0, -1.0, 0.0), (1.0, 1.0, 2.0), (1, 2), (0, 2), lambda x: x[:2] ** 2, 0)
+
+    def res(f):
+        return jnp.stack([f.partial("u", "x", "x", "y", "y"), f.laplacian("p"), f.partial("v", "t", "y")])
+
+    plan = _make_plan(_requests(res, LAYOUT3, 3))
+    keys = jax.random.split(jax.random.key(11), 3 + len(plan.rest))
+    x = jax.random.uniform(keys[0], (3,), jnp.float64)
+    y = _Jet(
+        jax.random.normal(keys[1], (3,), jnp.float64),
+        jax.random.normal(keys[2], (len(plan.dirs), 3), jnp.float64),
+        {k: jax.random.normal(kk, (3,), jnp.float64) for k, kk in zip(plan.rest, keys[3:], strict=True)},
+    )
+
+    @jax.jit
+    def both(x, y):
+        xj = _input_jet(x, plan)
+        return _hard_dirichlet(hd, xj, y, plan), _generic(hd, (xj, y), plan)
+
+    fast, generic = both(x, y)
+    np.testing.assert_allclose(fast.value, generic.value, rtol=1e-14)
+    np.testing.assert_allclose(fast.first, generic.first, rtol=1e-13, atol=1e-14)
+    assert set(fast.rest) == set(generic.rest) == set(plan.rest)
+    for k in plan.rest:
+        np.testing.assert_allclose(fast.rest[k], generic.rest[k], rtol=1e-12, atol=1e-13)
+
+
 # ---- training: gradients w.r.t. parameters, float32 -------------------------------------
 
 
@@ -384,7 +412,7 @@ def test_float32(f64):
     output rounds to 2^-24 relative, and a k-th derivative row mixes ~k rows of similar
     size; errors stay within a few hundred ulps of each quantity's magnitude, so we allow
     2000 ulps (eps32 = 1.19e-7)."""
-    net64, pts64 = _stack("tanh"), _points(4)
+    net64, pts64 = _stack("tanh", fourier=None), _points(4)
     net32 = jax.tree.map(lambda a: a.astype(jnp.float32) if eqx.is_inexact_array(a) else a, net64)
     got = evaluate(Taylor(), _second_order_residual, net32, LAYOUT3, pts64.astype(jnp.float32))
     assert got.dtype == jnp.float32

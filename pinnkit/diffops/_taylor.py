@@ -38,10 +38,11 @@ $1 + 4\\binom{d+3}{4} = 21$ for interpolation), and without interpolation weight
 no cancellation, so the result agrees with nested reverse mode to rounding.
 
 Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `PeriodicEmbedding` /
-`FourierFeatures` embeddings and an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`, with closed-form
-derivatives of any order). Everything else (the output transform, unknown embeddings,
-cores, or a user's own module as the whole network) goes through a *generic* rule built
-from nested `jax.jvp`, which is correct for any JAX function; see `_generic`.
+`FourierFeatures` embeddings, an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`,
+with closed-form derivatives of any order) and a `HardDirichlet` transform (Leibniz's
+rule). Everything else (a user's own transform, unknown embeddings or cores, or a user's
+own module as the whole network) goes through a *generic* rule built from nested
+`jax.jvp`, which is correct for any JAX function; see `_generic`.
 """
 
 from __future__ import annotations
@@ -61,7 +62,15 @@ import numpy as np
 from jaxtyping import Array
 
 from .._types import Point, Scalar
-from ..nn import ACTIVATIONS, MLP, FourierFeatures, Network, Normalize, PeriodicEmbedding
+from ..nn import (
+    ACTIVATIONS,
+    MLP,
+    FourierFeatures,
+    HardDirichlet,
+    Network,
+    Normalize,
+    PeriodicEmbedding,
+)
 from ._base import AbstractDiffMethod, Request
 
 # A row label: ("p", axes) is the partial derivative along the sorted `axes`
@@ -252,6 +261,57 @@ def _elementwise(jet: _Jet, s: Sequence[Array], plan: _Plan) -> _Jet:
     return _Jet(s[0], s[1][None] * first, rest)
 
 
+@functools.cache
+def _leibniz(alpha: tuple[int, ...]) -> tuple[tuple[int, tuple, tuple], ...]:
+    """Leibniz: $\\partial_\\alpha (ab) = \\sum_I \\partial_{\\alpha_I} a\\,
+    \\partial_{\\alpha \\setminus \\alpha_I} b$ over the subsets $I$ of positions, as
+    ``((count, beta_a, beta_b), ...)``."""
+    counts = Counter()
+    k = len(alpha)
+    for m in range(k + 1):
+        for sub in itertools.combinations(range(k), m):
+            rest = tuple(alpha[i] for i in range(k) if i not in sub)
+            counts[(tuple(alpha[i] for i in sub), rest)] += 1
+    return tuple((c, a, b) for (a, b), c in sorted(counts.items()))
+
+
+def _product(a: _Jet, b: _Jet, plan: _Plan) -> _Jet:
+    """The jet of the element-wise product of two jets (Leibniz's rule)."""
+
+    def row(j: _Jet, axes: tuple[int, ...]) -> Array | None:
+        return j.value if not axes else j.row(("p", axes), plan.dirs)
+
+    if a.first is None and b.first is None:
+        return _Jet(a.value * b.value, None, {})
+    first = [f * v[None] for f, v in ((a.first, b.value), (b.first, a.value)) if f is not None]
+    rest = {}
+    for key in plan.rest:
+        kind, axes = key
+        terms = []
+        if kind == "l":
+            pairs = ((a.rest.get(key), b.value), (b.rest.get(key), a.value))
+            terms += [r * v for r, v in pairs if r is not None]
+            if a.first is not None and b.first is not None:
+                pos = [plan.dirs.index(i) for i in axes]
+                terms.append(2.0 * jnp.sum(_select(a.first, pos) * _select(b.first, pos), 0))
+        else:
+            for c, axes_a, axes_b in _leibniz(axes):
+                ra, rb = row(a, axes_a), row(b, axes_b)
+                if ra is not None and rb is not None:
+                    terms.append(ra * rb if c == 1 else c * (ra * rb))
+        if terms:
+            rest[key] = functools.reduce(operator.add, terms)
+    return _Jet(a.value * b.value, functools.reduce(operator.add, first), rest)
+
+
+def _add(a: _Jet, b: _Jet) -> _Jet:
+    first = [f for f in (a.first, b.first) if f is not None]
+    rest = dict(a.rest)
+    for k, r in b.rest.items():
+        rest[k] = rest[k] + r if k in rest else r
+    return _Jet(a.value + b.value, functools.reduce(operator.add, first) if first else None, rest)
+
+
 # ---------------------------------------------------------------------------------------
 # Closed-form derivatives of the activations: [sigma(a), sigma'(a), ..., sigma^(K)(a)]
 
@@ -427,6 +487,23 @@ def _periodic(pe: PeriodicEmbedding, jet: _Jet, plan: _Plan) -> _Jet:
     return _elementwise(feats, derivs, plan)
 
 
+def _hard_dirichlet(hd: HardDirichlet, x_jet: _Jet, y_jet: _Jet, plan: _Plan) -> _Jet:
+    # affine in y: hd(x, y) = A(x) + D(x) y with A = hd(x, 0) and D = d/dy hd(x, y) [1]
+    # (= phi on the constrained outputs, 1 elsewhere). The x-only part goes through the
+    # generic rule, which is cheap without y's rows; y enters by Leibniz's rule.
+    def parts(x):
+        zero = jnp.zeros_like(y_jet.value)
+        a, d = jax.jvp(lambda y: hd(x, y), (zero,), (jnp.ones_like(zero),))
+        return jnp.stack([a, d])
+
+    ad = _generic(parts, (x_jet,), plan)
+    a, d = (
+        _Jet(ad.value[i], None if ad.first is None else ad.first[:, i], {k: r[i] for k, r in ad.rest.items()})
+        for i in (0, 1)
+    )
+    return _add(a, _product(d, y_jet, plan))
+
+
 def _is_fast_mlp(m) -> bool:
     return type(m) is MLP and all(
         type(lin) is eqx.nn.Linear and isinstance(lin.in_features, int) and isinstance(lin.out_features, int)
@@ -550,7 +627,9 @@ def _network_jet(net: Callable, x: Point, plan: _Plan, force_generic: bool) -> _
     # without a transform, the last layer only computes the rows the requests read
     keep = plan.needed if net.transform is None else None
     jet = _module(net.core, jet, plan, keep)
-    if net.transform is not None:
+    if type(net.transform) is HardDirichlet:
+        jet = _hard_dirichlet(net.transform, x_jet, jet, plan)
+    elif net.transform is not None:
         jet = _generic(net.transform, (x_jet, jet), plan)
     return jet
 
@@ -565,12 +644,12 @@ class Taylor(AbstractDiffMethod):
     order 2–4 (and higher) are carried as one row per multi-index that the request needs.
 
     Fast closed-form rules cover `pinnkit.nn.Network` with an `MLP` core (all activations
-    of `pinnkit.nn.ACTIVATIONS`) and `Normalize` / `PeriodicEmbedding` / `FourierFeatures`
-    embeddings; the
-    output transform, any other layer and any other callable (for example a user's own
-    Equinox module passed as the network) go through a generic nested-`jax.jvp` rule with
-    the same result. Training differentiates this forward propagation in reverse mode
-    (`jax.value_and_grad` over the parameters), which needs no special support.
+    of `pinnkit.nn.ACTIVATIONS`), `Normalize` / `PeriodicEmbedding` / `FourierFeatures`
+    embeddings and a `HardDirichlet` transform; any other layer or transform and any other
+    callable (for example a user's own Equinox module passed as the network) go through a
+    generic nested-`jax.jvp` rule with the same result. Training differentiates this
+    forward propagation in reverse mode (`jax.value_and_grad` over the parameters), which
+    needs no special support; forward mode over it works too (no `custom_vjp` inside).
 
     **Arguments:**
 
