@@ -235,6 +235,9 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plot)
     pr = sub.add_parser("problems", help="list built-in problems and their parameters")
     pr.set_defaults(func=cmd_problems)
+    from .cli_tools import register
+
+    register(sub)  # predict, export
     return p
 
 

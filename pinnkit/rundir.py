@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 
 from . import checkpoint as ckpt
+from .coeffs import values as coeff_values
 from .build import build_run
 from .config import RunConfig, dump_config, from_dict
 from .distributed import barrier
@@ -161,8 +162,12 @@ def train_to_dir(
     ev = cfg.eval
 
     def eval_fn(network, coeffs):
-        return evaluate_sharded(network, run.problem, run.mesh, ev.resolution, ev.batch, run.dtype,
-                                grid=False)[0]
+        errors = evaluate_sharded(network, run.problem, run.mesh, ev.resolution, ev.batch, run.dtype,
+                                  grid=False)[0]
+        # Learnt scalar coefficients' trajectory: physical values at each eval step.
+        learnt = {k: v for k, v in coeff_values(coeffs).items() if k in run.problem.trainable}
+        scalars = {k: float(v) for k, v in learnt.items() if getattr(v, "ndim", 1) == 0}
+        return {**errors, "coeffs": scalars} if scalars else errors
 
     res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
               progress=progress, throw=False, **fit_options)

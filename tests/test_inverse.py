@@ -2,6 +2,7 @@
 terms from files (and their errors), and coefficient recovery on a tiny problem."""
 
 import math
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -255,3 +256,21 @@ def test_coefficient_field_is_trainable_and_reported_by_its_mean():
     g = eqx.filter_grad(loss)(prob.coeffs)
     assert float(jnp.abs(g["k"].layers[-1][0]).sum()) > 0
 
+
+
+def test_coefficient_trajectory_is_logged(tmp_path):
+    """Every eval record in metrics.jsonl carries the learnt coefficient's physical value."""
+    import json
+
+    from pinnkit.rundir import train_to_dir
+
+    cfg = load_config(
+        Path(__file__).resolve().parents[1] / "configs" / "tiny" / "inverse_ebm.yaml",
+        ["optim.phases=[{kind: adam, lr: 0.01}]", "train.steps=60", "train.chunk=20",
+         "train.eval_every=20"],
+    )
+    train_to_dir(cfg, tmp_path / "run", progress=False, plots=False)
+    recs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    traj = [r["eval"]["coeffs"]["D"] for r in recs if "eval" in r]
+    assert len(traj) == 3 and all(d > 0 for d in traj)  # positive transform: physical values
+    assert traj[0] != traj[-1]
