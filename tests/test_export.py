@@ -2,7 +2,6 @@
 grids (files in and out), and a `jax.export` artifact that a fresh Python process with
 JAX alone on its path (pinnkit not importable) evaluates to the run's predictions."""
 
-import argparse
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from pinnkit import cli, cli_tools
+from pinnkit import cli
 from pinnkit.config import load_config
 from pinnkit.errors import PinnkitError
 from pinnkit.observations import read_table, write_table
@@ -37,19 +36,9 @@ def data(run_dir):
     return load_run(run_dir)
 
 
-def _parser():
-    p = cli.parser()
-    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
-    cli_tools.register(sub)
-    return p
-
-
 def _cli(*argv):
-    args = _parser().parse_args([str(a) for a in argv])
-    try:
-        return args.func(args)
-    except PinnkitError:
-        return 2
+    """The real `pinnkit` entry point (predict/export are wired into pinnkit.cli)."""
+    return cli.main([str(a) for a in argv])
 
 
 def test_predict_points_and_grid_match_the_network(run_dir, data):
