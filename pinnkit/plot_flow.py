@@ -93,7 +93,9 @@ def flow_fields(run, resolution: int = 101, t: float | None = None) -> dict[str,
 
 
 def _panel(fig, ax, fields, values, title, cmap="viridis", symmetric=False):
-    vmax = np.nanmax(np.abs(values)) if symmetric else None
+    # Signed fields: a symmetric range at the 99.5th percentile, so that corner
+    # singularities (cavity pressure and vorticity) do not wash out the interior.
+    vmax = np.nanpercentile(np.abs(values), 99.5) if symmetric else None
     im = ax.pcolormesh(fields["x"], fields["y"], values, shading="auto", cmap=cmap,
                        vmin=-vmax if symmetric else None, vmax=vmax)
     ax.set(title=title, xlabel="x", ylabel="y", aspect="equal")
@@ -116,11 +118,11 @@ def flow_figure(fields: dict, title: str = "", suffix: str = ""):
                           fields["v" + suffix].T, color="white", density=1.2, linewidth=0.6,
                           arrowsize=0.6)
         elif name == "p":
-            _panel(fig, ax, fields, vals - np.mean(vals), "pressure (mean removed)", "RdBu_r", True)
+            _panel(fig, ax, fields, vals - np.mean(vals), "pressure (mean removed, clipped)", "RdBu_r", True)
         else:
-            _panel(fig, ax, fields, vals, "vorticity ω", "RdBu_r", True)
+            _panel(fig, ax, fields, vals, "vorticity ω (clipped at 99.5%)", "RdBu_r", True)
     if "t" in fields:
-        title = f"{title} t = {float(fields['t']):.3g}".strip()
+        title = f"{title} (at t = {float(fields['t']):.3g})".strip()
     if title:
         fig.suptitle(title)
     return fig
