@@ -108,9 +108,10 @@ class SamplerConfig:
 
 @dataclass(frozen=True)
 class DiffOpsConfig:
-    """``diffops``: the derivative method (``pinnkit.diffops.METHODS``)."""
+    """``diffops``: the derivative method (``pinnkit.diffops.METHODS``). The default is the
+    one-pass Taylor engine; ``autodiff`` (nested reverse mode) is the oracle."""
 
-    method: str = "autodiff"
+    method: str = "taylor"
 
 
 @dataclass(frozen=True)
