@@ -199,6 +199,23 @@ def test_every_activation_vs_oracle(f64, activation):
     assert_close(evaluate(Taylor(), res, net, layout, pts), evaluate(Autodiff(), res, net, layout, pts))
 
 
+def test_bare_mlp_takes_the_fast_rule(f64):
+    """An `MLP` passed as the whole network (no `Network` wrapper) goes through the fast MLP
+    rule (not the ~10x slower generic one) and agrees with the oracle, orders <= 4."""
+    layout = Layout(("x", "y"), ("x", "y"), ("u", "v"))
+    net = MLP(2, 2, 5, 2, "tanh", key=jax.random.key(4), dtype=jnp.float64)
+
+    def res(f):
+        return jnp.stack([f["u"], *f.grad("v"), f.laplacian("u"), f.partial("v", "x", "x", "y", "y")])
+
+    pts = _points(3)[:, 1:]
+    assert_close(evaluate(Taylor(), res, net, layout, pts), evaluate(Autodiff(), res, net, layout, pts))
+    jaxpr = str(jax.make_jaxpr(lambda x: Taylor().evaluate(res, net, layout, x))(pts[0]))
+    # the fast rule evaluates tanh once per hidden layer; the generic rule (nested jvp)
+    # re-evaluates it in every directional derivative (10 times here)
+    assert jaxpr.count(" tanh ") == 2
+
+
 def test_embeddings_and_transform_vs_oracle(f64):
     """Normalize + FourierFeatures + MLP + HardDirichlet (generic two-input rule), three
     outputs, a time axis, orders <= 2: what a Navier-Stokes residual asks for."""

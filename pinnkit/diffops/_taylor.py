@@ -619,6 +619,8 @@ def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
 
 def _network_jet(net: Callable, x: Point, plan: _Plan, force_generic: bool) -> _Jet:
     x_jet = _input_jet(x, plan)
+    if not force_generic and _is_fast_mlp(net):  # a bare MLP as the whole network
+        return _mlp(net, x_jet, plan, plan.needed)
     if force_generic or type(net) is not Network:
         return _generic(lambda z: jnp.atleast_1d(net(z)), (x_jet,), plan)
     jet = x_jet
