@@ -79,10 +79,21 @@ class FourierConfig:
 
 
 @dataclass(frozen=True)
-class NetworkConfig:
-    """``network``: an MLP of ``depth`` hidden layers of ``width`` units."""
+class RwfConfig:
+    """``network.rwf``: random weight factorisation $W = \\operatorname{diag}(e^s) V$,
+    $s \\sim N(\\text{mean}, \\text{std}^2)$ at initialisation."""
 
-    kind: Literal["mlp"] = "mlp"
+    mean: float = 1.0
+    std: float = 0.1
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """``network``: the core ``kind`` (``mlp``, ``modified_mlp``: ``depth`` hidden layers
+    of ``width`` units; ``pirate``: ``depth`` residual blocks), its input map and options
+    (``rwf``; PirateNet's least-squares ``pi_init`` of the last layer)."""
+
+    kind: Literal["mlp", "modified_mlp", "pirate"] = "mlp"
     width: int = 64
     depth: int = 4
     activation: Literal["tanh", "sin", "gelu", "silu", "swish", "softplus", "sigmoid", "relu"] = (
@@ -95,6 +106,9 @@ class NetworkConfig:
     hard_constraint: bool = False
     fourier: FourierConfig | None = None
     periodic: dict[str, float] = field(default_factory=dict)
+    rwf: RwfConfig | None = None
+    pi_init: str | None = None
+    pi_points: int = 2048
 
 
 @dataclass(frozen=True)
@@ -386,6 +400,16 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         _check(n.fourier.scale > 0, where, "network.fourier.scale", "expected > 0", n.fourier.scale)
     for k, v in n.periodic.items():
         _check(v > 0, where, f"network.periodic.{k}", "expected a period > 0", v)
+    if n.rwf is not None:
+        _check(n.rwf.std >= 0, where, "network.rwf.std", "expected a number >= 0", n.rwf.std)
+    if n.pi_init is not None:
+        _check(n.kind == "pirate", where, "network.pi_init",
+               "the physics-informed initialisation fits a PirateNet's last layer; set "
+               "network.kind: pirate or pi_init: null", n.pi_init)
+        _check(not n.hard_constraint, where, "network.pi_init",
+               "it fits the raw network output, which a hard constraint transforms; set "
+               "network.hard_constraint: false or pi_init: null", n.pi_init)
+    _check(n.pi_points >= 1, where, "network.pi_points", "expected an integer >= 1", n.pi_points)
     for k, v in cfg.sampler.batch.items():
         _check(v >= 1, where, f"sampler.batch.{k}", "expected an integer >= 1", v)
     _check(
