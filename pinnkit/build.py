@@ -26,6 +26,7 @@ from .errors import ConfigError
 from .nets import build_network as build_core_network
 from .nets import physics_informed_init
 from .nn import Network
+from .optim import natural_gradient, soap
 from .parallel import make_mesh
 from .problem import Problem
 from .sampling import Sampler
@@ -233,6 +234,10 @@ def _schedule(p: PhaseConfig, steps: int):
     s = p.schedule
     if s.kind == "constant":
         return p.lr
+    if s.kind == "exponential_decay" and s.warmup_steps > 0:  # linear warm-up from 0 first
+        return optax.warmup_exponential_decay_schedule(
+            0.0, p.lr, min(s.warmup_steps, steps - 1), s.decay_steps, s.rate
+        )
     if s.kind == "exponential_decay":
         return optax.exponential_decay(p.lr, s.decay_steps, s.rate)
     if s.kind == "cosine":
@@ -246,6 +251,10 @@ def build_optimizer(p: PhaseConfig, steps: int) -> optax.GradientTransformation:
     if p.kind == "lbfgs":
         ls = optax.scale_by_zoom_linesearch(max_linesearch_steps=p.max_linesearch_steps)
         opt = optax.lbfgs(memory_size=p.memory, linesearch=ls)
+    elif p.kind == "natural_gradient":  # no lr, schedule or clipping: the line search sets the step
+        return natural_gradient(damping=p.damping, grid=p.step_grid)
+    elif p.kind == "soap":
+        opt = soap(_schedule(p, steps), precondition_frequency=p.precondition_frequency)
     elif p.kind == "sgd":
         opt = optax.sgd(_schedule(p, steps))
     else:
@@ -260,7 +269,7 @@ def _with_coeff_lrs(cfg: RunConfig, p: PhaseConfig, steps: int, net_opt):
     (`optax.multi_transform` over the ``(network, coeffs)`` parameter tree). L-BFGS is
     one joint quasi-Newton model, so it keeps a single optimiser."""
     own = {k: c.lr for k, c in cfg.problem.coeffs.items() if c.lr is not None}
-    if not own or p.kind == "lbfgs":
+    if not own or p.kind in ("lbfgs", "natural_gradient"):
         return net_opt
     transforms = {"net": net_opt}
     for k, lr in own.items():

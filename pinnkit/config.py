@@ -149,16 +149,21 @@ class ScheduleConfig:
 @dataclass(frozen=True)
 class PhaseConfig:
     """One optimiser phase. ``steps: null`` (at most one phase) takes the rest of
-    ``train.steps``. ``adam``/``sgd`` use ``lr`` and ``schedule``; ``lbfgs`` uses a zoom
-    line search with ``memory`` past gradients."""
+    ``train.steps``. ``adam``/``sgd``/``soap`` use ``lr`` and ``schedule`` (``soap``
+    refreshes its eigenbases every ``precondition_frequency`` steps); ``lbfgs`` uses a
+    zoom line search with ``memory`` past gradients; ``natural_gradient`` solves with the
+    damped Gramian (``damping``) and picks the best of ``step_grid`` step sizes."""
 
-    kind: Literal["adam", "sgd", "lbfgs"] = "adam"
+    kind: Literal["adam", "sgd", "lbfgs", "soap", "natural_gradient"] = "adam"
     steps: int | None = None
     lr: float = 1.0e-3
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     clip_norm: float | None = None
     memory: int = 10
     max_linesearch_steps: int = 16
+    precondition_frequency: int = 10
+    damping: float = 1.0e-10
+    step_grid: int = 20
 
 
 @dataclass(frozen=True)
@@ -448,6 +453,13 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         )
         if p.clip_norm is not None:
             _check(p.clip_norm > 0, where, f"{pp}.clip_norm", "expected > 0 or null", p.clip_norm)
+            _check(p.kind != "natural_gradient", where, f"{pp}.clip_norm",
+                   "a natural_gradient phase chooses its step by line search and clips nothing; "
+                   "set clip_norm: null", p.clip_norm)
+        _check(p.precondition_frequency >= 1, where, f"{pp}.precondition_frequency",
+               "expected an integer >= 1", p.precondition_frequency)
+        _check(p.damping >= 0, where, f"{pp}.damping", "expected a number >= 0", p.damping)
+        _check(p.step_grid >= 1, where, f"{pp}.step_grid", "expected an integer >= 1", p.step_grid)
     steps = cfg.phase_steps()
     total = sum(steps)
     if nulls:
