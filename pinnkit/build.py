@@ -23,7 +23,10 @@ from .coeffs import constrained
 from .config import PhaseConfig, RunConfig
 from .diffops import METHODS, AbstractDiffMethod
 from .errors import ConfigError
-from .nn import Network, build_mlp_network
+from .nets import build_network as build_core_network
+from .nets import physics_informed_init
+from .nn import Network
+from .optim import natural_gradient, soap
 from .parallel import make_mesh
 from .problem import Problem
 from .sampling import Sampler
@@ -176,7 +179,8 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
             f"network.periodic: {sorted(unknown)} are not coordinates of the problem; its "
             f"coordinates are {problem.domain.coords}"
         )
-    return build_mlp_network(
+    net = build_core_network(
+        n.kind,
         problem.domain.coords,
         problem.out_names,
         width=n.width,
@@ -186,16 +190,54 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
         bounds=bounds,
         fourier=fourier,
         periodic=dict(n.periodic) or None,
+        rwf=(n.rwf.mean, n.rwf.std) if n.rwf is not None else None,
         transform=transform,
         key=key,
         dtype=dtype,
     )
+    if n.pi_init is not None:
+        net = _physics_informed_init(cfg, problem, net, jax.random.fold_in(key, 1), dtype)
+    return net
+
+
+def _physics_informed_init(cfg: RunConfig, problem: Problem, net: Network, key, dtype) -> Network:
+    """``network.pi_init``: least-squares fit of the PirateNet's last layer to data at
+    ``pi_points`` interior points: ``"reference"`` (the problem's reference solution) or
+    a Dirichlet/initial term's target $g$, evaluated on the whole domain (an initial
+    condition $g(x)$ is extended constantly in time, as in Wang et al. 2024)."""
+    from .terms import Dirichlet, Initial, _target_values
+
+    name = cfg.network.pi_init
+    outs = problem.out_names
+    if name == "reference":
+        if problem.reference is None:
+            raise ConfigError(
+                f"network.pi_init: 'reference' but problem {cfg.problem.name!r} has no reference "
+                f"solution; name one of its Dirichlet/initial terms instead: {sorted(problem.terms)}"
+            )
+        fn, outputs = (lambda x: jnp.atleast_1d(problem.reference(x))), tuple(range(len(outs)))
+    else:
+        term = problem.terms.get(name)
+        if not isinstance(term, Dirichlet | Initial):
+            fit = sorted(k for k, t in problem.terms.items() if isinstance(t, Dirichlet | Initial))
+            raise ConfigError(
+                f"network.pi_init: {name!r} is not a Dirichlet or initial term of problem "
+                f"{cfg.problem.name!r}; use 'reference' or one of {fit}"
+            )
+        fn = lambda x: _target_values(term.target, x, len(term.fields))  # noqa: E731
+        outputs = tuple(outs.index(f) for f in term.fields)
+    points = problem.domain.sample(key, cfg.network.pi_points, "interior", dtype)
+    return physics_informed_init(net, points, jax.vmap(fn)(points), outputs)
 
 
 def _schedule(p: PhaseConfig, steps: int):
     s = p.schedule
     if s.kind == "constant":
         return p.lr
+    if s.kind == "exponential_decay" and s.warmup_steps > 0:  # linear warm-up from 0 first
+        return optax.warmup_exponential_decay_schedule(
+            0.0, p.lr, min(s.warmup_steps, steps - 1), s.decay_steps, s.rate
+        )
     if s.kind == "exponential_decay":
         return optax.exponential_decay(p.lr, s.decay_steps, s.rate)
     if s.kind == "cosine":
@@ -209,6 +251,10 @@ def build_optimizer(p: PhaseConfig, steps: int) -> optax.GradientTransformation:
     if p.kind == "lbfgs":
         ls = optax.scale_by_zoom_linesearch(max_linesearch_steps=p.max_linesearch_steps)
         opt = optax.lbfgs(memory_size=p.memory, linesearch=ls)
+    elif p.kind == "natural_gradient":  # no lr, schedule or clipping: the line search sets the step
+        return natural_gradient(damping=p.damping, grid=p.step_grid)
+    elif p.kind == "soap":
+        opt = soap(_schedule(p, steps), precondition_frequency=p.precondition_frequency)
     elif p.kind == "sgd":
         opt = optax.sgd(_schedule(p, steps))
     else:
@@ -223,7 +269,7 @@ def _with_coeff_lrs(cfg: RunConfig, p: PhaseConfig, steps: int, net_opt):
     (`optax.multi_transform` over the ``(network, coeffs)`` parameter tree). L-BFGS is
     one joint quasi-Newton model, so it keeps a single optimiser."""
     own = {k: c.lr for k, c in cfg.problem.coeffs.items() if c.lr is not None}
-    if not own or p.kind == "lbfgs":
+    if not own or p.kind in ("lbfgs", "natural_gradient"):
         return net_opt
     transforms = {"net": net_opt}
     for k, lr in own.items():

@@ -79,10 +79,21 @@ class FourierConfig:
 
 
 @dataclass(frozen=True)
-class NetworkConfig:
-    """``network``: an MLP of ``depth`` hidden layers of ``width`` units."""
+class RwfConfig:
+    """``network.rwf``: random weight factorisation $W = \\operatorname{diag}(e^s) V$,
+    $s \\sim N(\\text{mean}, \\text{std}^2)$ at initialisation."""
 
-    kind: Literal["mlp"] = "mlp"
+    mean: float = 1.0
+    std: float = 0.1
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """``network``: the core ``kind`` (``mlp``, ``modified_mlp``: ``depth`` hidden layers
+    of ``width`` units; ``pirate``: ``depth`` residual blocks), its input map and options
+    (``rwf``; PirateNet's least-squares ``pi_init`` of the last layer)."""
+
+    kind: Literal["mlp", "modified_mlp", "pirate"] = "mlp"
     width: int = 64
     depth: int = 4
     activation: Literal["tanh", "sin", "gelu", "silu", "swish", "softplus", "sigmoid", "relu"] = (
@@ -95,6 +106,9 @@ class NetworkConfig:
     hard_constraint: bool = False
     fourier: FourierConfig | None = None
     periodic: dict[str, float] = field(default_factory=dict)
+    rwf: RwfConfig | None = None
+    pi_init: str | None = None
+    pi_points: int = 2048
 
 
 @dataclass(frozen=True)
@@ -136,16 +150,21 @@ class ScheduleConfig:
 @dataclass(frozen=True)
 class PhaseConfig:
     """One optimiser phase. ``steps: null`` (at most one phase) takes the rest of
-    ``train.steps``. ``adam``/``sgd`` use ``lr`` and ``schedule``; ``lbfgs`` uses a zoom
-    line search with ``memory`` past gradients."""
+    ``train.steps``. ``adam``/``sgd``/``soap`` use ``lr`` and ``schedule`` (``soap``
+    refreshes its eigenbases every ``precondition_frequency`` steps); ``lbfgs`` uses a
+    zoom line search with ``memory`` past gradients; ``natural_gradient`` solves with the
+    damped Gramian (``damping``) and picks the best of ``step_grid`` step sizes."""
 
-    kind: Literal["adam", "sgd", "lbfgs"] = "adam"
+    kind: Literal["adam", "sgd", "lbfgs", "soap", "natural_gradient"] = "adam"
     steps: int | None = None
     lr: float = 1.0e-3
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     clip_norm: float | None = None
     memory: int = 10
     max_linesearch_steps: int = 16
+    precondition_frequency: int = 10
+    damping: float = 1.0e-10
+    step_grid: int = 20
 
 
 @dataclass(frozen=True)
@@ -387,6 +406,16 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         _check(n.fourier.scale > 0, where, "network.fourier.scale", "expected > 0", n.fourier.scale)
     for k, v in n.periodic.items():
         _check(v > 0, where, f"network.periodic.{k}", "expected a period > 0", v)
+    if n.rwf is not None:
+        _check(n.rwf.std >= 0, where, "network.rwf.std", "expected a number >= 0", n.rwf.std)
+    if n.pi_init is not None:
+        _check(n.kind == "pirate", where, "network.pi_init",
+               "the physics-informed initialisation fits a PirateNet's last layer; set "
+               "network.kind: pirate or pi_init: null", n.pi_init)
+        _check(not n.hard_constraint, where, "network.pi_init",
+               "it fits the raw network output, which a hard constraint transforms; set "
+               "network.hard_constraint: false or pi_init: null", n.pi_init)
+    _check(n.pi_points >= 1, where, "network.pi_points", "expected an integer >= 1", n.pi_points)
     for k, v in cfg.sampler.batch.items():
         _check(v >= 1, where, f"sampler.batch.{k}", "expected an integer >= 1", v)
     _check(
@@ -425,6 +454,13 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         )
         if p.clip_norm is not None:
             _check(p.clip_norm > 0, where, f"{pp}.clip_norm", "expected > 0 or null", p.clip_norm)
+            _check(p.kind != "natural_gradient", where, f"{pp}.clip_norm",
+                   "a natural_gradient phase chooses its step by line search and clips nothing; "
+                   "set clip_norm: null", p.clip_norm)
+        _check(p.precondition_frequency >= 1, where, f"{pp}.precondition_frequency",
+               "expected an integer >= 1", p.precondition_frequency)
+        _check(p.damping >= 0, where, f"{pp}.damping", "expected a number >= 0", p.damping)
+        _check(p.step_grid >= 1, where, f"{pp}.step_grid", "expected an integer >= 1", p.step_grid)
     steps = cfg.phase_steps()
     total = sum(steps)
     if nulls:

@@ -217,6 +217,39 @@ class HardDirichlet(eqx.Module):
         return y.at[idx].set(g + phi * y[idx])
 
 
+def build_embedding(
+    in_names: Sequence[str],
+    *,
+    bounds: tuple[Sequence[float], Sequence[float]] | None,
+    fourier: tuple[int, float] | None = None,
+    periodic: dict[str, float] | None = None,
+    key: PRNGKey,
+    dtype=jnp.float32,
+) -> tuple[tuple[eqx.Module, ...], int]:
+    """The input map [normalise | periodic] → [Fourier features] and its output size.
+
+    ``periodic`` maps coordinate names to periods; those coordinates enter through a
+    `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
+    """
+    embedding: list[eqx.Module] = []
+    in_size = len(in_names)
+    if periodic:
+        if bounds is None:
+            raise ValueError("a periodic embedding needs the domain bounds")
+        periods = tuple(periodic.get(c) for c in in_names)
+        embedding.append(
+            PeriodicEmbedding(periods, tuple(map(float, bounds[0])), tuple(map(float, bounds[1])))
+        )
+        in_size += sum(p is not None for p in periods)
+    elif bounds is not None:
+        embedding.append(Normalize(tuple(map(float, bounds[0])), tuple(map(float, bounds[1]))))
+    if fourier is not None:
+        dim, scale = fourier
+        embedding.append(FourierFeatures(in_size, dim, scale, key=key, dtype=dtype))
+        in_size = dim
+    return tuple(embedding), in_size
+
+
 def build_mlp_network(
     in_names: Sequence[str],
     out_names: Sequence[str],
@@ -232,27 +265,11 @@ def build_mlp_network(
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> Network:
-    """The standard network: [normalise | periodic] → [Fourier features] → MLP → [transform].
+    """The standard network: [normalise | periodic] → [Fourier features] → MLP → [transform]
+    (see `build_embedding` for the input map; `pinnkit.nets.build_network` for other cores)."""
+    from .nets import build_network  # nets builds on this module
 
-    ``periodic`` maps coordinate names to periods; those coordinates enter through a
-    `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
-    """
-    kf, km = jax.random.split(key)
-    embedding: list[eqx.Module] = []
-    in_size = len(in_names)
-    if periodic:
-        if bounds is None:
-            raise ValueError("a periodic embedding needs the domain bounds")
-        periods = tuple(periodic.get(c) for c in in_names)
-        embedding.append(
-            PeriodicEmbedding(periods, tuple(map(float, bounds[0])), tuple(map(float, bounds[1])))
-        )
-        in_size += sum(p is not None for p in periods)
-    elif bounds is not None:
-        embedding.append(Normalize(tuple(map(float, bounds[0])), tuple(map(float, bounds[1]))))
-    if fourier is not None:
-        dim, scale = fourier
-        embedding.append(FourierFeatures(in_size, dim, scale, key=kf, dtype=dtype))
-        in_size = dim
-    core = MLP(in_size, len(out_names), width, depth, activation, init, key=km, dtype=dtype)
-    return Network(core, tuple(out_names), tuple(in_names), tuple(embedding), transform)
+    return build_network(
+        "mlp", in_names, out_names, width=width, depth=depth, activation=activation, init=init,
+        bounds=bounds, fourier=fourier, periodic=periodic, transform=transform, key=key, dtype=dtype,
+    )

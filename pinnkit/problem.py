@@ -152,20 +152,46 @@ class Problem(eqx.Module):
         method: AbstractDiffMethod,
     ) -> dict[str, Float[Array, "n r"]]:
         """Residuals of every term on its batch; the only `vmap` in pinnkit's physics."""
-        layout = self.layout
-        d = self.domain.dim
         coeffs = values(coeffs)  # transformed (constrained) coefficients -> physical values
+        return {
+            name: jax.vmap(lambda row, t=term: self._point_residual(t, net, coeffs, row, method))(
+                batch[name]
+            )
+            for name, term in self.terms.items()
+        }
+
+    def _point_residual(self, term: AbstractTerm, net, coeff_values, row, method):
+        """One term's residual at one batch row ``[x | data]``."""
+        d = self.domain.dim
+        data = row[d:] if term.data_dim else None
+        return method.evaluate(
+            lambda f, c: term.residual(f, c, data), net, self.layout, row[:d], coeff_values
+        )
+
+    def residual_jacobians(
+        self,
+        model: Callable[[Float[Array, " P"]], tuple[Callable, Mapping[str, Array]]],
+        theta: Float[Array, " P"],
+        batch: Mapping[str, Float[Array, "n c"]],
+        method: AbstractDiffMethod,
+    ) -> dict[str, tuple[Float[Array, "n r"], Float[Array, "n r P"]]]:
+        """Residuals and their Jacobians with respect to flat parameters $\\theta$, per
+        term: ``(r, dr/dtheta)``. ``model(theta) -> (net, coeffs)``. One reverse pass per
+        point (a `jax.jacrev` of the pointwise residual, vmapped over the points), for the
+        Gauss-Newton / natural-gradient optimiser."""
         out = {}
         for name, term in self.terms.items():
 
-            def one(row, term=term):
-                x = row[:d]
-                data = row[d:] if term.data_dim else None
-                return method.evaluate(
-                    lambda f, c: term.residual(f, c, data), net, layout, x, coeffs
-                )
+            def one(th, row, term=term):  # (r, r) : the residual is also the jacrev's aux
+                net, coeffs = model(th)
+                r = self._point_residual(term, net, values(coeffs), row, method)
+                return r, r
 
-            out[name] = jax.vmap(one)(batch[name])
+            def both(th, row, one=one):
+                jac, r = jax.jacrev(one, has_aux=True)(th, row)
+                return r, jac
+
+            out[name] = jax.vmap(both, in_axes=(None, 0))(theta, batch[name])
         return out
 
     def loss_terms(self, net, coeffs, batch, method) -> dict[str, Scalar]:

@@ -208,19 +208,32 @@ def accumulated(loss: Callable, accumulate: int) -> tuple[Callable, Callable]:
 
 
 def make_chunk(loss: Callable, phase: Phase, n_steps: int, train_key, *, accumulate: int = 1,
-               donate: bool = False) -> Callable:
+               donate: bool = False, gauss_newton: Callable | None = None) -> Callable:
     """``chunk(arrays, state) -> (state, metrics)``, ``n_steps`` optimiser steps in one
     dispatch. ``metrics`` holds per-step ``loss`` and term losses, shape ``(n_steps,)``,
     measured before each step's update. With ``donate`` the input state's buffers are
-    reused for the output (the caller must not touch the input state afterwards)."""
+    reused for the output (the caller must not touch the input state afterwards).
+    ``gauss_newton`` (`pinnkit.optim.make_gauss_newton`) is required by, and only used
+    for, a ``natural_gradient`` phase."""
     opt = phase.optimizer
     line_search = phase.kind == "lbfgs"
+    natural = phase.kind == "natural_gradient"
+    if natural and (gauss_newton is None or accumulate != 1):
+        raise ConfigError("a natural_gradient phase needs the Gramian function and accumulate=1")
     value_and_grad, value = accumulated(loss, accumulate)
 
     @eqx.filter_jit(donate="all-except-first" if donate else "none")
     def chunk(arrays, state: TrainState):
         def body(state: TrainState, _):
             key = jax.random.fold_in(train_key, state.step)
+            if natural:  # Gramian and gradient in one pass; line search on the same loss
+                total, terms, gram, grads = gauss_newton(state.params, key, arrays)
+                updates, opt_state = opt.update(
+                    grads, state.opt_state, state.params, gramian=gram,
+                    value_fn=lambda p: value(p, key, arrays),
+                )
+                params = optax.apply_updates(state.params, updates)
+                return TrainState(params, opt_state, state.step + 1), {"loss": total, **terms}
             (total, terms), grads = value_and_grad(state.params, key, arrays)
             if line_search:  # the zoom line search re-evaluates the same loss
                 updates, opt_state = opt.update(
@@ -332,6 +345,11 @@ def fit(
     if remat not in REMAT:
         raise ConfigError(f"remat={remat!r}: expected one of {', '.join(REMAT)}")
     check_accumulate(run, accumulate)
+    if accumulate > 1 and any(ph.kind == "natural_gradient" for ph in run.phases):
+        raise ConfigError(
+            f"accumulate={accumulate}: a natural_gradient phase forms its Gramian from the whole "
+            "batch at once; use accumulate=1 (its networks are small) or another optimiser"
+        )
     out = Path(out_dir) if out_dir is not None else None
     ck_dir = out / "checkpoints" if out is not None else None
     if out is not None and is_main_process():
@@ -392,7 +410,8 @@ def fit(
                     break
                 n = min(cfg.train.chunk, ph.end - step)
                 if n not in chunks:
-                    chunks[n] = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate)
+                    chunks[n] = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate,
+                                           gauss_newton=_gauss_newton(run, static, ph))
                 backup = to_host(state) if donate else None
                 t0 = time.perf_counter()
                 if (pi, n) in compiled:  # not while compiling: that may take long
@@ -506,7 +525,8 @@ def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = F
     train_key = jax.random.fold_in(jax.random.key(run.config.train.seed), 2)
     params = replicate(params, run.mesh)
     state = replicate(TrainState(params, ph.optimizer.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
-    chunk = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate)
+    chunk = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate,
+                       gauss_newton=_gauss_newton(run, static, ph))
     t0 = time.perf_counter()
     compiled = chunk.lower(arrays, state).compile()
     compile_s = time.perf_counter() - t0
@@ -534,6 +554,15 @@ def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = F
         "compile_s": round(compile_s, 3),
         "memory_per_device": memory,
     }
+
+
+def _gauss_newton(run: Run, static, ph: Phase) -> Callable | None:
+    """The Gramian function of a natural-gradient phase (None for the others)."""
+    if ph.kind != "natural_gradient":
+        return None
+    from .optim import make_gauss_newton
+
+    return make_gauss_newton(run, static)
 
 
 def _model(state: TrainState, static):

@@ -39,8 +39,10 @@ no cancellation, so the result agrees with nested reverse mode to rounding.
 
 Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `PeriodicEmbedding` /
 `FourierFeatures` embeddings, an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`,
-with closed-form derivatives of any order) and a `HardDirichlet` transform (Leibniz's
-rule). Everything else (a user's own transform, unknown embeddings or cores, or a user's
+with closed-form derivatives of any order; plain or RWF layers), the gated cores of
+`pinnkit.nets` (`ModifiedMLP`, `PirateNet`: gates $a + z \\odot (b - a)$ by Leibniz's rule,
+residual mixing $\\alpha h + (1-\\alpha) x$ row by row) and a `HardDirichlet` transform
+(Leibniz's rule). Everything else (a user's own transform, unknown embeddings or cores, or a user's
 own module as the whole network) goes through a *generic* rule built from nested
 `jax.jvp`, which is correct for any JAX function; see `_generic`.
 """
@@ -71,6 +73,7 @@ from ..nn import (
     Normalize,
     PeriodicEmbedding,
 )
+from ..nets import Dense, ModifiedMLP, PirateNet
 from ._base import AbstractDiffMethod, Request
 
 # A row label: ("p", axes) is the partial derivative along the sorted `axes`
@@ -304,6 +307,12 @@ def _product(a: _Jet, b: _Jet, plan: _Plan) -> _Jet:
     return _Jet(a.value * b.value, functools.reduce(operator.add, first), rest)
 
 
+def _scale(a: _Jet, c) -> _Jet:
+    """The jet of $c\\,a$ for a scalar $c$ that does not depend on $x$."""
+    first = None if a.first is None else c * a.first
+    return _Jet(c * a.value, first, {k: c * r for k, r in a.rest.items()})
+
+
 def _add(a: _Jet, b: _Jet) -> _Jet:
     first = [f for f in (a.first, b.first) if f is not None]
     rest = dict(a.rest)
@@ -425,12 +434,55 @@ def activation_derivatives(name: str, a: Array, order: int) -> list[Array]:
 # Fast rules for pinnkit's layers
 
 
+def _affine(layer) -> tuple[Array, Array | None]:
+    """``(W, b)`` of an `eqx.nn.Linear` or a `pinnkit.nets.Dense` (RWF: $W = e^s V$ is
+    formed once, then the rows go through one matmul as for a plain layer)."""
+    if type(layer) is Dense:
+        return layer.matrix(), layer.bias
+    return layer.weight, layer.bias
+
+
+def _dense(layer, jet: _Jet, keep=None) -> _Jet:
+    weight, bias = _affine(layer)
+    return _linear(jet, weight, bias, keep)
+
+
+def _activate(name: str, jet: _Jet, plan: _Plan) -> _Jet:
+    return _elementwise(jet, activation_derivatives(name, jet.value, plan.order), plan)
+
+
+def _gate(z: _Jet, a: _Jet, b: _Jet, plan: _Plan) -> _Jet:
+    """$(1 - z) \\odot a + z \\odot b = a + z \\odot (b - a)$ (`pinnkit.nets.gate`), by
+    Leibniz's rule for the one product."""
+    return _add(a, _product(z, _add(b, _scale(a, -1.0)), plan))
+
+
 def _mlp(mlp: MLP, jet: _Jet, plan: _Plan, keep) -> _Jet:
     *hidden, last = mlp.layers
     for layer in hidden:
-        jet = _linear(jet, layer.weight, layer.bias)
-        jet = _elementwise(jet, activation_derivatives(mlp.activation, jet.value, plan.order), plan)
-    return _linear(jet, last.weight, last.bias, keep)
+        jet = _activate(mlp.activation, _dense(layer, jet), plan)
+    return _dense(last, jet, keep)
+
+
+def _modified_mlp(m: ModifiedMLP, jet: _Jet, plan: _Plan, keep) -> _Jet:
+    u = _activate(m.activation, _dense(m.encoder_u, jet), plan)
+    v = _activate(m.activation, _dense(m.encoder_v, jet), plan)
+    h = jet
+    for layer in m.hidden:
+        h = _gate(_activate(m.activation, _dense(layer, h), plan), u, v, plan)
+    return _dense(m.out, h, keep)
+
+
+def _pirate(m: PirateNet, jet: _Jet, plan: _Plan, keep) -> _Jet:
+    act = lambda layer, z: _activate(m.activation, _dense(layer, z), plan)  # noqa: E731
+    u, v = act(m.encoder_u, jet), act(m.encoder_v, jet)
+    x = jet
+    for b in m.blocks:
+        z1 = _gate(act(b.dense1, x), v, u, plan)
+        z2 = _gate(act(b.dense2, z1), v, u, plan)
+        h = act(b.dense3, z2)
+        x = _add(_scale(h, b.alpha), _scale(x, 1.0 - b.alpha))
+    return _dense(m.out, x, keep)
 
 
 def _normalize(norm: Normalize, jet: _Jet) -> _Jet:
@@ -504,17 +556,26 @@ def _hard_dirichlet(hd: HardDirichlet, x_jet: _Jet, y_jet: _Jet, plan: _Plan) ->
     return _add(a, _product(d, y_jet, plan))
 
 
-def _is_fast_mlp(m) -> bool:
-    return type(m) is MLP and all(
+def _is_fast_layer(lin) -> bool:
+    if type(lin) is Dense:
+        return True
+    return (
         type(lin) is eqx.nn.Linear and isinstance(lin.in_features, int) and isinstance(lin.out_features, int)
-        for lin in m.layers
     )
+
+
+def _is_fast_mlp(m) -> bool:
+    return type(m) is MLP and all(_is_fast_layer(lin) for lin in m.layers)
 
 
 def _module(m: Callable, jet: _Jet, plan: _Plan, keep=None) -> _Jet:
     # exact type checks: a subclass may override __call__, and then only the generic rule is safe
     if _is_fast_mlp(m):
         return _mlp(m, jet, plan, keep)
+    if type(m) is ModifiedMLP:
+        return _modified_mlp(m, jet, plan, keep)
+    if type(m) is PirateNet:
+        return _pirate(m, jet, plan, keep)
     if type(m) is Normalize:
         return _normalize(m, jet)
     if type(m) is FourierFeatures:
