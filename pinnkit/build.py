@@ -27,6 +27,7 @@ from .nn import Network, build_mlp_network
 from .parallel import make_mesh
 from .problem import Problem
 from .sampling import Sampler
+from .sphere import Sphere, SphereEmbedding
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,15 @@ def _add_observations(cfg: RunConfig, problem: Problem) -> Problem:
 
 def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
     n = cfg.network
+    input_map = None
+    if isinstance(problem.domain, Sphere):
+        # pole-regular: the network sees unit vectors (and normalised time), see sphere.py
+        if n.periodic:
+            raise ConfigError(
+                "network.periodic: a problem on the sphere is already exactly periodic in "
+                "longitude through its unit-vector embedding; remove network.periodic"
+            )
+        input_map = SphereEmbedding(problem.domain.t0, problem.domain.t1)
     bounds = problem.domain.bounds() if (n.normalize_inputs or n.periodic) else None
     fourier = (n.fourier.dim, n.fourier.scale) if n.fourier is not None else None
     transform = problem.hard_constraint if n.hard_constraint else None
@@ -187,6 +197,7 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
         fourier=fourier,
         periodic=dict(n.periodic) or None,
         transform=transform,
+        input_map=input_map,
         key=key,
         dtype=dtype,
     )

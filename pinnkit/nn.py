@@ -229,18 +229,25 @@ def build_mlp_network(
     fourier: tuple[int, float] | None = None,
     periodic: dict[str, float] | None = None,
     transform: eqx.Module | None = None,
+    input_map: eqx.Module | None = None,
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> Network:
-    """The standard network: [normalise | periodic] → [Fourier features] → MLP → [transform].
+    """The standard network: [normalise | periodic | input_map] → [Fourier features] →
+    MLP → [transform].
 
     ``periodic`` maps coordinate names to periods; those coordinates enter through a
     `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
+    ``input_map`` (e.g. `pinnkit.sphere.SphereEmbedding`, which has a ``size`` attribute:
+    its output width) replaces both.
     """
     kf, km = jax.random.split(key)
     embedding: list[eqx.Module] = []
     in_size = len(in_names)
-    if periodic:
+    if input_map is not None:
+        embedding.append(input_map)
+        in_size = input_map.size
+    elif periodic:
         if bounds is None:
             raise ValueError("a periodic embedding needs the domain bounds")
         periods = tuple(periodic.get(c) for c in in_names)
