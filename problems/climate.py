@@ -144,8 +144,10 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
     `Q` W m⁻², `C` J m⁻² K⁻¹, `years` the horizon, `T0`, `T2` the initial modes (°C).
     **Inside**: $t$ in years, the equation divided by $B$ (terms in °C; the relaxation
     time $C/B \approx 0.66$ yr becomes the coefficient of $T_t$), the residual divided
-    by `T_scale`. Coordinates ``(t, x)``, field ``T``; no boundary condition (the operator
-    degenerates at $x = \pm1$, boundedness is the condition).
+    by `T_scale`. Coordinates ``(t, x)``, field ``T``. No boundary *value*: the operator
+    degenerates at $x = \pm1$, where boundedness is the condition; the term ``poles``
+    imposes the equation itself on $x = \pm 1$ (there it reads
+    $C T_t = \mp 2D T_x - A - BT + Qsa$), which interior samples alone control weakly.
 
     **Exact**: Legendre modes $n = 0, 2, 4$, $T_n(t) = T_n^* + (T_n(0) - T_n^*)e^{-t/\tau_n}$,
     $\tau_n = C/(B + n(n+1)D)$, $T_n^*$ from `problems.inverse.ebm_steady_modes`.
@@ -174,7 +176,9 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
 
     initial = lambda p: jnp.stack([T0 + T2 * _p2(p[1])]).astype(p.dtype)
     return Problem(
-        domain, ("T",), {"energy": Equation(energy), "initial": Initial(("T",), initial)},
+        domain, ("T",),
+        {"energy": Equation(energy), "poles": Equation(energy, where="boundary"),
+         "initial": Initial(("T",), initial)},
         coeffs={"D": D}, reference=exact,
         hard_constraint=InitialValue(0.0, years, initial, (T_scale,)), enforced=("initial",),
         name="ebm", description=f"C1: diffusive energy-balance model, {years:g} years",

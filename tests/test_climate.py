@@ -72,3 +72,59 @@ def test_ebm_reference_modes():
         x = 0.3
         steady = 15.733 - 25.971 * p2(x) + 0.5055 * (35 * x**4 - 30 * x**2 + 3) / 8
         assert abs(T(30.0, x) - steady) < 2e-3
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_tracer(tmp_path_factory):
+    """The tiny cross-polar tracer config trained through the real CLI (seconds)."""
+    from pinnkit.cli import main
+
+    out = tmp_path_factory.mktemp("climate") / "tracer"
+    cfg = ROOT / "configs" / "tiny" / "climate_tracer.yaml"
+    rc = main(["train", str(cfg), "--out", str(out), "--overwrite",
+               "--set", "problem.params.alpha=1.5207963267948966", "--set", "train.steps=10"])
+    assert rc in (0, None)
+    return out
+
+
+@pytest.mark.slow
+def test_tiny_run_summary_maps_netcdf_notebook(tiny_tracer, monkeypatch):
+    """End to end on a tiny run: Williamson metrics in summary.json (at t0 the hard
+    constraint makes the prediction exact, so the grid's t0 half matches the reference),
+    sphere maps, an animation, a NetCDF file that round-trips through xarray with CF
+    metadata, and notebooks/03_climate.ipynb executed against the run."""
+    import json as _json
+
+    import nbclient
+    import nbformat
+    import xarray as xr
+
+    import pinnkit
+    from pinnkit import plot_sphere
+
+    summary = _json.loads((tiny_tracer / "summary.json").read_text())
+    m = summary["metrics"]
+    assert m["t"] == 12.0 and set(m["h"]) == {"l1", "l2", "linf"} and math.isfinite(m["h"]["l2"])
+    run = pinnkit.load_run(tiny_tracer)
+    f = plot_sphere.latlon_fields(run, [0.0, 12.0], nlat=8)
+    assert f["h"].shape == (2, 8, 16) and np.all(np.diff(f["lat"]) > 0)
+    np.testing.assert_allclose(f["h"][0], f["h_ref"][0], atol=1e-6)
+    paths = plot_sphere.write_sphere_plots(run, nlat=8)
+    assert {p.name for p in paths} == {"h_map.png", "h_hovmoller.png"}
+    assert plot_sphere.animate(run, "h", tiny_tracer / "h.gif", frames=2, nlat=6).stat().st_size > 0
+    nc = plot_sphere.to_netcdf(f, tiny_tracer / "h.nc", title="tiny")
+    with xr.open_dataset(nc, decode_times=False) as ds:
+        assert ds.attrs["Conventions"] == "CF-1.8"
+        assert ds["lat"].attrs["units"] == "degrees_north" and ds["lon"].attrs["units"] == "degrees_east"
+        np.testing.assert_allclose(ds["h"].values, f["h"], rtol=1e-6)
+        np.testing.assert_allclose(ds["lat"].values, f["lat"])
+    monkeypatch.setenv("PINNKIT_RUN", str(tiny_tracer))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(ROOT / "notebooks" / "03_climate.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "round-trip max difference: 0.0" in text and "Williamson l2(h)" in text
