@@ -128,3 +128,16 @@ def test_tiny_run_summary_maps_netcdf_notebook(tiny_tracer, monkeypatch):
                             resources={"metadata": {"path": str(ROOT)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "round-trip max difference: 0.0" in text and "Williamson l2(h)" in text
+
+
+def test_bad_inputs_are_clear_errors():
+    """network.periodic on the sphere and impossible problem parameters are ConfigErrors
+    naming the key, not tracebacks."""
+    import pinnkit
+    from pinnkit.errors import ConfigError
+
+    cfg = ROOT / "configs" / "tiny" / "climate_tracer.yaml"
+    with pytest.raises(ConfigError, match="network.periodic"):
+        pinnkit.build_run(pinnkit.load_config(cfg, ["network.periodic.x=1.0"]), with_mesh=False)
+    with pytest.raises(ConfigError, match="problem.params.*days"):
+        pinnkit.build_run(pinnkit.load_config(cfg, ["problem.params.days=-1"]), with_mesh=False)
