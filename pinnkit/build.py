@@ -30,6 +30,7 @@ from .optim import natural_gradient, soap
 from .parallel import make_mesh
 from .problem import Problem
 from .sampling import Sampler
+from .sphere import Sphere, SphereEmbedding
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,15 @@ def _add_observations(cfg: RunConfig, problem: Problem) -> Problem:
 
 def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
     n = cfg.network
+    input_map = None
+    if isinstance(problem.domain, Sphere):
+        # pole-regular: the network sees unit vectors (and normalised time), see sphere.py
+        if n.periodic:
+            raise ConfigError(
+                "network.periodic: a problem on the sphere is already exactly periodic in "
+                "longitude through its unit-vector embedding; remove network.periodic"
+            )
+        input_map = SphereEmbedding(problem.domain.t0, problem.domain.t1)
     bounds = problem.domain.bounds() if (n.normalize_inputs or n.periodic) else None
     fourier = (n.fourier.dim, n.fourier.scale) if n.fourier is not None else None
     transform = problem.hard_constraint if n.hard_constraint else None
@@ -192,6 +202,7 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
         periodic=dict(n.periodic) or None,
         rwf=(n.rwf.mean, n.rwf.std) if n.rwf is not None else None,
         transform=transform,
+        input_map=input_map,
         key=key,
         dtype=dtype,
     )

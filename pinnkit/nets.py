@@ -198,6 +198,7 @@ def build_network(
     periodic: dict[str, float] | None = None,
     rwf: tuple[float, float] | None = None,
     transform: eqx.Module | None = None,
+    input_map: eqx.Module | None = None,
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> Network:
@@ -205,7 +206,8 @@ def build_network(
     [transform]. With ``kind="mlp"`` and ``rwf=None`` this is `build_mlp_network`."""
     kf, km = jax.random.split(key)
     embedding, in_size = build_embedding(
-        in_names, bounds=bounds, fourier=fourier, periodic=periodic, key=kf, dtype=dtype
+        in_names, bounds=bounds, fourier=fourier, periodic=periodic, input_map=input_map,
+        key=kf, dtype=dtype,
     )
     core = make_core(kind, in_size, len(out_names), width=width, depth=depth,
                      activation=activation, init=init, rwf=rwf, key=km, dtype=dtype)

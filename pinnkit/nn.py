@@ -223,17 +223,24 @@ def build_embedding(
     bounds: tuple[Sequence[float], Sequence[float]] | None,
     fourier: tuple[int, float] | None = None,
     periodic: dict[str, float] | None = None,
+    input_map: eqx.Module | None = None,
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> tuple[tuple[eqx.Module, ...], int]:
-    """The input map [normalise | periodic] → [Fourier features] and its output size.
+    """The input map [normalise | periodic | input_map] → [Fourier features] and its
+    output size.
 
     ``periodic`` maps coordinate names to periods; those coordinates enter through a
     `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
+    ``input_map`` (e.g. `pinnkit.sphere.SphereEmbedding`, which has a ``size`` attribute:
+    its output width) replaces both.
     """
     embedding: list[eqx.Module] = []
     in_size = len(in_names)
-    if periodic:
+    if input_map is not None:
+        embedding.append(input_map)
+        in_size = input_map.size
+    elif periodic:
         if bounds is None:
             raise ValueError("a periodic embedding needs the domain bounds")
         periods = tuple(periodic.get(c) for c in in_names)
@@ -262,14 +269,17 @@ def build_mlp_network(
     fourier: tuple[int, float] | None = None,
     periodic: dict[str, float] | None = None,
     transform: eqx.Module | None = None,
+    input_map: eqx.Module | None = None,
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> Network:
-    """The standard network: [normalise | periodic] → [Fourier features] → MLP → [transform]
-    (see `build_embedding` for the input map; `pinnkit.nets.build_network` for other cores)."""
+    """The standard network: [normalise | periodic | input_map] → [Fourier features] →
+    MLP → [transform] (see `build_embedding` for the input map; `pinnkit.nets.build_network`
+    for other cores)."""
     from .nets import build_network  # nets builds on this module
 
     return build_network(
         "mlp", in_names, out_names, width=width, depth=depth, activation=activation, init=init,
-        bounds=bounds, fourier=fourier, periodic=periodic, transform=transform, key=key, dtype=dtype,
+        bounds=bounds, fourier=fourier, periodic=periodic, transform=transform, input_map=input_map, key=key,
+        dtype=dtype,
     )

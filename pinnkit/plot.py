@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .sphere import Sphere
+
 
 def _plt():
     import matplotlib
@@ -85,9 +87,17 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     bounds = problem.domain.bounds()
+    on_sphere = isinstance(problem.domain, Sphere)
+    if on_sphere:  # maps at the final time instead of box slices
+        from .plot_sphere import fields_from_grid, map_figure
+
+        sphere_fields = fields_from_grid(problem, grid)
     for i, name in enumerate(problem.out_names):
         ref = grid["ref"][:, i] if grid.get("ref") is not None else None
-        fig = field_figure(problem.domain.coords, bounds, grid["shape"], grid["pred"][:, i], ref, name)
+        if on_sphere:
+            fig = map_figure(sphere_fields, name)
+        else:
+            fig = field_figure(problem.domain.coords, bounds, grid["shape"], grid["pred"][:, i], ref, name)
         p = out / f"{name}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)

@@ -42,6 +42,10 @@ class Problem(eqx.Module):
       `enforced`: the names of the terms it makes redundant (dropped from the loss).
     - `mean_free`: fields defined up to a constant (pressure): errors subtract means.
     - `name`, `description`: for listings and plots.
+    - `metrics`: optional problem-specific figures for ``summary.json`` (e.g. Williamson's
+      normalised errors on the sphere): ``metrics(predict) -> dict`` where
+      ``predict(points (n, dim) numpy) -> (n, len(out_names)) numpy`` evaluates the trained
+      network; the dict (JSON-serialisable) is stored as ``summary["metrics"]``.
     """
 
     domain: AbstractDomain
@@ -55,6 +59,7 @@ class Problem(eqx.Module):
     mean_free: tuple[str, ...] = eqx.field(static=True, default=())
     name: str = eqx.field(static=True, default="problem")
     description: str = eqx.field(static=True, default="")
+    metrics: Callable | None = eqx.field(static=True, default=None)
 
     def __init__(
         self,
@@ -70,6 +75,7 @@ class Problem(eqx.Module):
         mean_free=(),
         name="problem",
         description="",
+        metrics=None,
     ):
         self.domain = domain
         self.out_names = tuple(out_names)
@@ -95,6 +101,7 @@ class Problem(eqx.Module):
         self.mean_free = tuple(mean_free)
         self.name = name
         self.description = description
+        self.metrics = metrics
 
     def __check_init__(self):
         pieces = self.domain.pieces()

@@ -125,6 +125,14 @@ def summarize(run, res: FitResult, errors: dict) -> dict:
     }
 
 
+def problem_metrics(problem: Problem, network, batch: int, dtype) -> dict:
+    """``{"metrics": problem.metrics(predict)}`` if the problem defines extra metrics,
+    else ``{}`` (see `Problem`)."""
+    if problem.metrics is None:
+        return {}
+    return {"metrics": problem.metrics(lambda pts: predict(network, np.asarray(pts), batch, dtype))}
+
+
 def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool, bool]:
     """``(resume, overwrite)`` for `prepare_dir`. ``resume="auto"`` resumes when ``out``
     holds a valid checkpoint and otherwise starts afresh, replacing a run folder that has
@@ -175,6 +183,7 @@ def train_to_dir(
     errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
                                     run.dtype, grid=want_plots)
     summary = summarize(run, res, errors)
+    summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype))
     summary["n_processes"] = jax.process_count()
     if is_main_process():
         _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
@@ -260,7 +269,8 @@ def evaluate_dir(run_dir: str | Path) -> dict:
     dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
     errors, _ = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
                                  data.config.eval.batch, dtype, grid=False)
-    return {"step": data.step, **errors}
+    extra = problem_metrics(data.problem, data.network, data.config.eval.batch, dtype)
+    return {"step": data.step, **errors, **extra}
 
 
 def plot_dir(run_dir: str | Path) -> list[Path]:

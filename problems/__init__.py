@@ -7,6 +7,7 @@ registration decorators, no import-time side effects.
 
 from .expression import expression
 from .burgers import burgers
+from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import (
     beltrami_flow,
@@ -33,4 +34,8 @@ PROBLEMS = {
     "kovasznay_inverse": kovasznay_inverse,
     "ebm_inverse": ebm_inverse,
     "flow_assimilation": flow_assimilation,
+    "ebm": ebm,
+    "tracer_transport": tracer_transport,
+    "williamson2": williamson2,
+    "rossby_haurwitz": rossby_haurwitz,
 }
