@@ -192,7 +192,8 @@ class OptimConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     """``train``: total steps, steps per dispatch (``chunk``), logging cadence, seed, and the
-    memory options for large problems (``accumulate``, ``remat``, ``donate``)."""
+    memory options for large problems (``accumulate``, ``remat``, ``donate``), and time
+    marching in ``time_windows`` windows of ``steps`` steps each (`pinnkit.windows`)."""
 
     steps: int = 1000
     chunk: int = 100
@@ -202,6 +203,7 @@ class TrainConfig:
     accumulate: int = 1
     remat: Literal["none", "dots", "full"] = "none"
     donate: bool = False
+    time_windows: int = 1
 
 
 @dataclass(frozen=True)
@@ -453,6 +455,7 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(t.eval_every >= 0, where, "train.eval_every", "expected an integer >= 0", t.eval_every)
     _check(t.seed >= 0, where, "train.seed", "expected an integer >= 0", t.seed)
     _check(t.accumulate >= 1, where, "train.accumulate", "expected an integer >= 1", t.accumulate)
+    _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)
     phases = cfg.optim.phases
     _check(len(phases) >= 1, where, "optim.phases", "expected at least one phase", phases)
     nulls = [i for i, p in enumerate(phases) if p.steps is None]
