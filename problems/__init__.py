@@ -5,8 +5,9 @@ A config names one of these in ``problem.name``, or a user's own factory as
 registration decorators, no import-time side effects.
 """
 
-from .expression import expression
+from .allen_cahn import allen_cahn
 from .burgers import burgers
+from .expression import expression
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import (
     beltrami_flow,
@@ -29,6 +30,7 @@ PROBLEMS = {
     "beltrami_flow": beltrami_flow,
     "channel_flow": channel_flow,
     "burgers": burgers,
+    "allen_cahn": allen_cahn,
     "burgers_inverse": burgers_inverse,
     "kovasznay_inverse": kovasznay_inverse,
     "ebm_inverse": ebm_inverse,
