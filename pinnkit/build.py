@@ -19,6 +19,7 @@ import optax
 from jax.sharding import Mesh
 
 from ._loader import load_callable
+from .adaptive import Adaptive
 from .coeffs import constrained
 from .config import PhaseConfig, RunConfig
 from .diffops import METHODS, AbstractDiffMethod
@@ -31,6 +32,7 @@ from .parallel import make_mesh
 from .problem import Problem
 from .sampling import Sampler
 from .sphere import Sphere, SphereEmbedding
+from .weighting import Causal, Weighting
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Run:
     weights: dict[str, float]
     mesh: Mesh | None
     dtype: jnp.dtype
+    weighting: Weighting | None = None
+    adaptive: Adaptive | None = None
 
     @property
     def total_steps(self) -> int:
@@ -338,4 +342,62 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
     key = jax.random.key(cfg.train.seed)
     network = build_network(cfg, problem, jax.random.fold_in(key, 0), dtype)
     method = METHODS[cfg.diffops.method]()
-    return Run(cfg, problem, network, sampler, method, build_phases(cfg), weights, mesh, dtype)
+    weighting = build_weighting(cfg, problem, weights)
+    adaptive = build_adaptive(cfg, problem, batch)
+    _check_natural_gradient(cfg)
+    return Run(cfg, problem, network, sampler, method, build_phases(cfg), weights, mesh, dtype,
+               weighting, adaptive)
+
+
+def _check_natural_gradient(cfg: RunConfig) -> None:
+    """The Gauss-Newton Gramian is built from the fixed term weights and the sampler's
+    points; adaptive weights, causal weights and adaptive point sets would change the loss
+    it does not see."""
+    if not any(p.kind == "natural_gradient" for p in cfg.optim.phases):
+        return
+    clash = [k for k, on in (("weighting.kind=" + cfg.weighting.kind, cfg.weighting.kind != "fixed"),
+                             ("weighting.causal", cfg.weighting.causal is not None),
+                             ("sampler.adaptive", cfg.sampler.adaptive is not None)) if on]
+    if clash:
+        raise ConfigError(
+            f"optim.phases: a natural_gradient phase cannot be combined with {', '.join(clash)}: "
+            "its Gauss-Newton matrix uses fixed term weights and the sampler's own points. "
+            "Use weighting.kind=fixed without causal or adaptive sampling, or an adam/soap/lbfgs phase"
+        )
+
+
+def build_weighting(cfg: RunConfig, problem: Problem, weights: dict[str, float]) -> Weighting:
+    """`Weighting` from ``weighting``; causal weights need a ``t`` coordinate and an
+    ``interior`` term."""
+    w = cfg.weighting
+    causal = None
+    if w.causal is not None:
+        coords = problem.domain.coords
+        terms = tuple(sorted(k for k, t in problem.terms.items() if t.where == "interior"))
+        if "t" not in coords or not terms:
+            raise ConfigError(
+                f"weighting.causal: causal weights need a time-dependent problem (a 't' "
+                f"coordinate and an 'interior' equation term); {cfg.problem.name!r} has "
+                f"coordinates {coords} and terms {sorted(problem.terms)}. Remove weighting.causal"
+            )
+        lo, hi = problem.domain.bounds()
+        ax = coords.index("t")
+        causal = Causal(terms, ax, float(lo[ax]), float(hi[ax]), w.causal.chunks, w.causal.tol,
+                        w.causal.final_tol)
+    return Weighting(w.kind, weights, w.update_every, w.momentum, w.ntk_points, causal)
+
+
+def build_adaptive(cfg: RunConfig, problem: Problem, batch: dict[str, int]) -> Adaptive | None:
+    """`Adaptive` from ``sampler.adaptive`` (None when unset)."""
+    a = cfg.sampler.adaptive
+    if a is None:
+        return None
+    sampled = sorted(k for k, t in problem.terms.items() if t.where != "data")
+    names = list(a.terms) or [k for k in sampled if problem.terms[k].where == "interior"]
+    bad = sorted(set(names) - set(sampled))
+    if bad or not names:
+        raise ConfigError(
+            f"sampler.adaptive.terms: {bad or names} are not sampled terms of the problem; "
+            f"choose among {sampled}"
+        )
+    return Adaptive(a.kind, {k: batch[k] for k in names}, a.every, a.pool, a.k, a.c, a.rar_fraction)

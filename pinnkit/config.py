@@ -112,12 +112,31 @@ class NetworkConfig:
 
 
 @dataclass(frozen=True)
+class AdaptiveConfig:
+    """``sampler.adaptive``: residual-based adaptive points for ``terms`` (default: the
+    ``interior`` terms). Every ``every`` steps a pool of ``pool`` × batch candidates is
+    scored by |r|; ``rad`` redraws the set with density ∝ |r|^k/mean(|r|^k)
+    + c, ``rar`` replaces the oldest ``rar_fraction`` of the set by the top candidates
+    (see docs/training_recipes.md)."""
+
+    kind: Literal["rad", "rar"] = "rad"
+    every: int = 1000
+    pool: int = 8
+    k: float = 1.0
+    c: float = 1.0
+    rar_fraction: float = 0.1
+    terms: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class SamplerConfig:
-    """``sampler``: global points per term, ``uniform``/``sobol``, fixed or resampled."""
+    """``sampler``: global points per term, ``uniform``/``sobol``, fixed or resampled,
+    optionally residual-adaptive (``adaptive``)."""
 
     method: Literal["uniform", "sobol"] = "uniform"
     resample: bool = False
     batch: dict[str, int] = field(default_factory=dict)
+    adaptive: AdaptiveConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -129,11 +148,27 @@ class DiffOpsConfig:
 
 
 @dataclass(frozen=True)
-class WeightingConfig:
-    """``weighting``: fixed per-term loss weights (missing terms weigh 1)."""
+class CausalConfig:
+    """``weighting.causal``: causal weights over ``chunks`` time slices with tolerance
+    ``tol`` (growing geometrically to ``final_tol`` when set)."""
 
-    kind: Literal["fixed"] = "fixed"
+    chunks: int = 32
+    tol: float = 1.0
+    final_tol: float | None = None
+
+
+@dataclass(frozen=True)
+class WeightingConfig:
+    """``weighting``: per-term loss weights, fixed (missing terms weigh 1) or adaptive
+    (``grad_norm``, ``ntk``; ``weights`` are then the initial values), and optional
+    causal weights (``causal``)."""
+
+    kind: Literal["fixed", "grad_norm", "ntk"] = "fixed"
     weights: dict[str, float] = field(default_factory=dict)
+    update_every: int = 1000
+    momentum: float = 0.9
+    ntk_points: int = 256
+    causal: CausalConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +212,8 @@ class OptimConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     """``train``: total steps, steps per dispatch (``chunk``), logging cadence, seed, and the
-    memory options for large problems (``accumulate``, ``remat``, ``donate``)."""
+    memory options for large problems (``accumulate``, ``remat``, ``donate``), and time
+    marching in ``time_windows`` windows of ``steps`` steps each (`pinnkit.windows`)."""
 
     steps: int = 1000
     chunk: int = 100
@@ -187,6 +223,7 @@ class TrainConfig:
     accumulate: int = 1
     remat: Literal["none", "dots", "full"] = "none"
     donate: bool = False
+    time_windows: int = 1
 
 
 @dataclass(frozen=True)
@@ -424,12 +461,31 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     )
     for k, v in cfg.weighting.weights.items():
         _check(v >= 0, where, f"weighting.weights.{k}", "expected a number >= 0", v)
+    w = cfg.weighting
+    _check(w.update_every >= 1, where, "weighting.update_every", "expected an integer >= 1", w.update_every)
+    _check(0 <= w.momentum < 1, where, "weighting.momentum", "expected 0 <= momentum < 1", w.momentum)
+    _check(w.ntk_points >= 1, where, "weighting.ntk_points", "expected an integer >= 1", w.ntk_points)
+    if w.causal is not None:
+        c = w.causal
+        _check(c.chunks >= 1, where, "weighting.causal.chunks", "expected an integer >= 1", c.chunks)
+        _check(c.tol > 0, where, "weighting.causal.tol", "expected a number > 0", c.tol)
+        if c.final_tol is not None:
+            _check(c.final_tol > 0, where, "weighting.causal.final_tol", "expected > 0 or null", c.final_tol)
+    a = cfg.sampler.adaptive
+    if a is not None:
+        _check(a.every >= 1, where, "sampler.adaptive.every", "expected an integer >= 1", a.every)
+        _check(a.pool >= 1, where, "sampler.adaptive.pool", "expected an integer >= 1", a.pool)
+        _check(a.k >= 0, where, "sampler.adaptive.k", "expected a number >= 0", a.k)
+        _check(a.c >= 0, where, "sampler.adaptive.c", "expected a number >= 0", a.c)
+        _check(0 < a.rar_fraction <= 1, where, "sampler.adaptive.rar_fraction",
+               "expected a fraction in (0, 1]", a.rar_fraction)
     _check(t.steps >= 1, where, "train.steps", "expected an integer >= 1", t.steps)
     _check(t.chunk >= 1, where, "train.chunk", "expected an integer >= 1", t.chunk)
     _check(t.log_every >= 1, where, "train.log_every", "expected an integer >= 1", t.log_every)
     _check(t.eval_every >= 0, where, "train.eval_every", "expected an integer >= 0", t.eval_every)
     _check(t.seed >= 0, where, "train.seed", "expected an integer >= 0", t.seed)
     _check(t.accumulate >= 1, where, "train.accumulate", "expected an integer >= 1", t.accumulate)
+    _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)
     phases = cfg.optim.phases
     _check(len(phases) >= 1, where, "optim.phases", "expected at least one phase", phases)
     nulls = [i for i, p in enumerate(phases) if p.steps is None]

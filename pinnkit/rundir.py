@@ -24,8 +24,8 @@ import numpy as np
 import yaml
 
 from . import checkpoint as ckpt
-from .coeffs import values as coeff_values
 from .build import build_run
+from .coeffs import values as coeff_values
 from .config import RunConfig, dump_config, from_dict
 from .distributed import barrier
 from .errors import RunDirError
@@ -33,7 +33,8 @@ from .metrics import predict
 from .parallel import evaluate_sharded, is_main_process, make_mesh
 from .plot import write_plots
 from .problem import Problem
-from .train import RESULTS, FitResult, find_checkpoint, fit, split_model
+from .train import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
+from .windows import fit_windows, load_windows
 
 versions = ckpt.package_versions
 
@@ -139,7 +140,8 @@ def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool
     none (a job preempted before its first checkpoint). Same answer on every process."""
     if resume != "auto":
         return bool(resume), overwrite
-    if find_checkpoint(Path(out) / "checkpoints") is not None:
+    first_window = Path(out) / "windows" / "w0" / "checkpoints"
+    if find_checkpoint(Path(out) / "checkpoints") is not None or find_checkpoint(first_window):
         return True, overwrite
     return False, overwrite or (Path(out) / "config.yaml").is_file()
 
@@ -177,8 +179,16 @@ def train_to_dir(
         scalars = {k: float(v) for k, v in learnt.items() if getattr(v, "ndim", 1) == 0}
         return {**errors, "coeffs": scalars} if scalars else errors
 
-    res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
-              progress=progress, throw=False, **fit_options)
+    if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.windows)
+        def window_eval(rw):
+            return lambda network, coeffs: evaluate_sharded(
+                network, rw.problem, rw.mesh, ev.resolution, ev.batch, rw.dtype, grid=False)[0]
+
+        res = fit_windows(run, out_dir=out, resume=resume, evaluate_window=window_eval,
+                          should_stop=should_stop, progress=progress, throw=False, **fit_options)
+    else:
+        res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
+                  progress=progress, throw=False, **fit_options)
     want_plots = plots and res.result is not RESULTS.interrupted
     errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
                                     run.dtype, grid=want_plots)
@@ -248,16 +258,20 @@ def load_run(run_dir: str | Path) -> RunData:
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
     run = build_run(cfg, with_mesh=False)
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    if cfg.train.time_windows > 1:  # the piecewise model of the windows (pinnkit.windows)
+        network, coeffs, step = load_windows(run, run_dir)
+        return RunData(run_dir, cfg, run.problem, network, coeffs, step, _read_history(run_dir),
+                       summary)
     found = ckpt.latest_valid(run_dir / "checkpoints")
     if found is None:
         raise RunDirError(f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
     path, head = found
     params, static = split_model(run)
     phase = run.phases[min(head["phase"], len(run.phases) - 1)]
-    _, (params, _) = ckpt.load(path, (params, phase.optimizer.init(params)))
+    _, (params, _, _) = ckpt.load(path, (params, phase.optimizer.init(params), init_extra(run)))
     network, coeffs = eqx.combine(params, static)
-    summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
     return RunData(run_dir, cfg, run.problem, network, coeffs, int(head["step"]),
                    _read_history(run_dir), summary)
 

@@ -42,6 +42,7 @@ from .build import Phase, Run
 from .distributed import Watchdog, agree_any, broadcast_from_main, to_host
 from .errors import ConfigError, PinnkitError, RunDirError
 from .parallel import is_main_process, replicate, shard_rows
+from .weighting import grad_norms, per_term_grads
 
 
 class RESULTS(enum.Enum):
@@ -61,11 +62,15 @@ class TrainingError(PinnkitError, RuntimeError):
 
 class TrainState(eqx.Module):
     """Trainable parameters (the arrays of ``(network, coeffs)`` selected by the trainable
-    mask), the current phase's optimiser state, and the global step."""
+    mask), the current phase's optimiser state, the global step, and ``extra`` training
+    state that survives phase changes: adaptive loss weights (``"weights"``,
+    `pinnkit.weighting`) and adaptive point sets (``"points"``, `pinnkit.adaptive`);
+    empty for a plain run."""
 
     params: object
     opt_state: object
     step: jax.Array
+    extra: dict = eqx.field(default_factory=dict)
 
 
 @dataclass
@@ -129,9 +134,11 @@ def per_device_batch(run: Run) -> dict[str, int]:
 
 
 def make_loss(run: Run, static, *, accumulate: int = 1, remat: str = "none") -> Callable:
-    """``loss(params, key, arrays, micro) -> (total, terms)``: the global weighted loss of
-    micro-batch ``micro`` (``0 <= micro < accumulate``; the whole batch when
-    ``accumulate == 1``).
+    """``loss(params, key, arrays, micro, ctx) -> (total, aux)``: the global weighted loss
+    of micro-batch ``micro`` (``0 <= micro < accumulate``; the whole batch when
+    ``accumulate == 1``). ``aux["terms"]`` holds the per-term losses, ``aux["causal"]``
+    the causal slice weights of each causal term (if any). ``ctx`` (`loss_context`)
+    carries the current loss weights, causal tolerance and adaptive point sets.
 
     ``arrays`` are the sampler's arrays, sharded ``P("data")``. With accumulation each
     device uses rows ``[micro·m, (micro+1)·m)`` of its local arrays, ``m = n_local /
@@ -146,14 +153,17 @@ def make_loss(run: Run, static, *, accumulate: int = 1, remat: str = "none") -> 
     # Sobol shift (one per step) must not change with k.
     fold_micro = k > 1 and sampler.resample and sampler.method == "uniform"
 
-    def terms_fn(params, batch):
+    causal = run.weighting.causal if run.weighting is not None else None
+
+    def residuals_fn(params, batch):
         net, coeffs = eqx.combine(params, static)
-        return problem.loss_terms(net, coeffs, batch, method)
+        return problem.residuals(net, coeffs, batch, method)
 
     if remat != "none":
-        terms_fn = jax.checkpoint(terms_fn, policy=_remat_policy(remat))
+        residuals_fn = jax.checkpoint(residuals_fn, policy=_remat_policy(remat))
 
-    def per_device(params, key, arrays, micro):
+    def local_batch(key, arrays, points, micro):
+        arrays = dict(arrays, **points)  # adaptive sets replace the sampler's points
         if k > 1:
             arrays = {
                 name: jax.lax.dynamic_slice_in_dim(a, micro * (a.shape[0] // k), a.shape[0] // k)
@@ -162,92 +172,219 @@ def make_loss(run: Run, static, *, accumulate: int = 1, remat: str = "none") -> 
         if fold_micro:
             key = jax.random.fold_in(key, micro)
         batch = sampler.local_batch(key, problem, arrays, n_dev * k, run.dtype)
-        return jax.lax.pmean(terms_fn(params, batch), "data")
+        return dict(batch, **{name: arrays[name] for name in points})
+
+    def per_device(params, key, arrays, points, micro, tol):
+        batch = local_batch(key, arrays, points, micro)
+        terms, weights = {}, {}
+        for name, r in residuals_fn(params, batch).items():
+            r2 = jnp.sum(r**2, axis=-1)
+            if causal is not None and name in causal.terms:
+                t = batch[name][:, causal.t_axis]
+                terms[name], weights[name] = causal.reduce(r2, t, tol)
+            else:
+                terms[name] = jax.lax.pmean(jnp.mean(r2), "data")
+        return terms, weights
 
     sharded = jax.shard_map(
-        per_device, mesh=mesh, in_specs=(P(), P(), P("data"), P()), out_specs=P()
+        per_device, mesh=mesh, in_specs=(P(), P(), P("data"), P("data"), P(), P()), out_specs=P()
     )
 
-    def loss(params, key, arrays, micro=0):
-        terms = sharded(params, key, arrays, jnp.asarray(micro, jnp.int32))
-        total = sum(run.weights[k_] * terms[k_] for k_ in sorted(terms))
-        return total, terms
+    def loss(params, key, arrays, micro=0, ctx=None):
+        ctx = ctx if ctx is not None else loss_context(run, {}, 0)
+        terms, weights = sharded(params, key, arrays, ctx["points"], jnp.asarray(micro, jnp.int32),
+                                 ctx["tol"])
+        lam = ctx["weights"]
+        total = sum(lam[k_] * terms[k_] for k_ in sorted(terms))
+        aux = {"terms": terms, "causal": weights} if weights else {"terms": terms}
+        return total, aux
 
+    loss.local_batch = local_batch  # reused by the NTK traces and adaptive sampling
+    loss.residuals_fn = residuals_fn
+    loss.static = static
     return loss
+
+
+def loss_context(run: Run, extra: dict, step) -> dict:
+    """What the loss needs from the training state at ``step``: the loss weights (the
+    adaptive ones in ``extra["weights"]``, else the fixed ``run.weights``), the causal
+    tolerance, and the adaptive point sets."""
+    w = run.weighting
+    tol = w.causal.tol_at(step, run.total_steps) if w is not None and w.causal else jnp.zeros(())
+    return {"weights": extra.get("weights", run.weights), "tol": tol,
+            "points": extra.get("points", {})}
 
 
 def accumulated(loss: Callable, accumulate: int) -> tuple[Callable, Callable]:
     """``(value_and_grad, value)`` of the loss averaged over ``accumulate`` micro-batches.
 
-    ``value_and_grad(params, key, arrays) -> ((total, terms), grads)``. The micro-batches
+    ``value_and_grad(params, key, arrays, ctx) -> ((total, aux), grads)``. The micro-batches
     run one after another in a `jax.lax.scan`, so only one micro-batch's activations are
     alive at a time: memory scales with the micro-batch, not the batch.
     """
     vg = jax.value_and_grad(loss, has_aux=True)
     if accumulate == 1:
-        return (lambda p, key, arrays: vg(p, key, arrays, 0),
-                lambda p, key, arrays: loss(p, key, arrays, 0)[0])
+        return (lambda p, key, arrays, ctx: vg(p, key, arrays, 0, ctx),
+                lambda p, key, arrays, ctx: loss(p, key, arrays, 0, ctx)[0])
 
-    def mean_over_micro(f, p, key, arrays):
-        shapes = jax.eval_shape(f, p, key, arrays, 0)
+    def mean_over_micro(f, p, key, arrays, ctx):
+        shapes = jax.eval_shape(f, p, key, arrays, 0, ctx)
         zero = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
         def body(acc, j):
-            return jax.tree_util.tree_map(jnp.add, acc, f(p, key, arrays, j)), None
+            return jax.tree_util.tree_map(jnp.add, acc, f(p, key, arrays, j, ctx)), None
 
         acc, _ = jax.lax.scan(body, zero, jnp.arange(accumulate))
         return jax.tree_util.tree_map(lambda x: x / accumulate, acc)
 
-    def value_and_grad(p, key, arrays):
-        return mean_over_micro(vg, p, key, arrays)
+    def value_and_grad(p, key, arrays, ctx):
+        return mean_over_micro(vg, p, key, arrays, ctx)
 
-    def value(p, key, arrays):
-        return mean_over_micro(lambda *a: loss(*a)[0], p, key, arrays)
+    def value(p, key, arrays, ctx):
+        return mean_over_micro(lambda *a: loss(*a)[0], p, key, arrays, ctx)
 
     return value_and_grad, value
 
 
 def make_chunk(loss: Callable, phase: Phase, n_steps: int, train_key, *, accumulate: int = 1,
-               donate: bool = False, gauss_newton: Callable | None = None) -> Callable:
+               donate: bool = False, run: Run | None = None,
+               gauss_newton: Callable | None = None) -> Callable:
     """``chunk(arrays, state) -> (state, metrics)``, ``n_steps`` optimiser steps in one
-    dispatch. ``metrics`` holds per-step ``loss`` and term losses, shape ``(n_steps,)``,
-    measured before each step's update. With ``donate`` the input state's buffers are
+    dispatch. ``metrics`` holds per-step ``loss``, ``terms`` (term losses), and when
+    present ``weights`` (adaptive loss weights) and ``causal`` (slice weights), leading
+    axis ``n_steps``, measured before each step's update. Given ``run``, each step first
+    updates ``state.extra`` (`make_adapt`). With ``donate`` the input state's buffers are
     reused for the output (the caller must not touch the input state afterwards).
     ``gauss_newton`` (`pinnkit.optim.make_gauss_newton`) is required by, and only used
-    for, a ``natural_gradient`` phase."""
+    for, a ``natural_gradient`` phase (fixed loss weights, no causal weights or adaptive
+    points: `pinnkit.build` rejects those combinations)."""
     opt = phase.optimizer
     line_search = phase.kind == "lbfgs"
     natural = phase.kind == "natural_gradient"
     if natural and (gauss_newton is None or accumulate != 1):
         raise ConfigError("a natural_gradient phase needs the Gramian function and accumulate=1")
     value_and_grad, value = accumulated(loss, accumulate)
+    adapt = make_adapt(run, loss, update_weights=not line_search) if run is not None else None
 
     @eqx.filter_jit(donate="all-except-first" if donate else "none")
     def chunk(arrays, state: TrainState):
         def body(state: TrainState, _):
             key = jax.random.fold_in(train_key, state.step)
+            extra = state.extra
+            if adapt is not None:
+                extra = adapt(state.params, key, arrays, extra, state.step)
+            ctx = loss_context(run, extra, state.step) if run is not None else None
             if natural:  # Gramian and gradient in one pass; line search on the same loss
                 total, terms, gram, grads = gauss_newton(state.params, key, arrays)
                 updates, opt_state = opt.update(
                     grads, state.opt_state, state.params, gramian=gram,
-                    value_fn=lambda p: value(p, key, arrays),
+                    value_fn=lambda p: value(p, key, arrays, ctx),
                 )
                 params = optax.apply_updates(state.params, updates)
-                return TrainState(params, opt_state, state.step + 1), {"loss": total, **terms}
-            (total, terms), grads = value_and_grad(state.params, key, arrays)
+                return TrainState(params, opt_state, state.step + 1, extra), {"loss": total, "terms": terms}
+            (total, aux), grads = value_and_grad(state.params, key, arrays, ctx)
             if line_search:  # the zoom line search re-evaluates the same loss
                 updates, opt_state = opt.update(
                     grads, state.opt_state, state.params, value=total, grad=grads,
-                    value_fn=lambda p: value(p, key, arrays),
+                    value_fn=lambda p: value(p, key, arrays, ctx),
                 )
             else:
                 updates, opt_state = opt.update(grads, state.opt_state, state.params)
             params = optax.apply_updates(state.params, updates)
-            return TrainState(params, opt_state, state.step + 1), {"loss": total, **terms}
+            metrics = {"loss": total, **aux}
+            if "weights" in extra:
+                metrics["weights"] = extra["weights"]
+            return TrainState(params, opt_state, state.step + 1, extra), metrics
 
         return jax.lax.scan(body, state, None, length=n_steps)
 
     return chunk
+
+
+def init_extra(run: Run) -> dict:
+    """``TrainState.extra`` at step 0: adaptive loss weights and adaptive point sets
+    (deterministic from ``train.seed``); ``{}`` for a plain run."""
+    extra = {}
+    if run.weighting is not None and run.weighting.adaptive:
+        extra["weights"] = run.weighting.init(run.dtype)
+    if run.adaptive is not None:
+        key = jax.random.fold_in(jax.random.key(run.config.train.seed), 3)
+        extra["points"] = run.adaptive.init(key, run.problem, run.dtype)
+    return extra
+
+
+def make_adapt(run: Run, loss: Callable, *, update_weights: bool = True) -> Callable:
+    """``adapt(params, key, arrays, extra, step) -> extra``: the per-step update of the
+    extra training state, run inside the scanned step before the gradient.
+
+    - adaptive loss weights (`pinnkit.weighting`), at steps ``≡ 0 mod update_every``,
+      unless ``update_weights`` is false (L-BFGS phases keep them fixed);
+    - adaptive point sets (`pinnkit.adaptive`), at steps ``> 0``, ``≡ 0 mod every``.
+
+    Both use only replicated or ``psum``-ed quantities: the result is identical on
+    every device.
+    """
+    w, ad, problem, mesh = run.weighting, run.adaptive, run.problem, run.mesh
+    n_dev = mesh.size
+
+    def ntk_per_device(params, key, arrays, points, tol):
+        batch = loss.local_batch(key, arrays, points, jnp.asarray(0, jnp.int32))
+        # Every s-th point, s = N // ntk_points: the same global subset for any device
+        # count whenever s divides the per-device batch.
+        sub = {k: v[:: max(1, v.shape[0] * n_dev // w.ntk_points)] for k, v in batch.items()}
+        # Varying copies of the replicated parameters: otherwise the transpose of the
+        # implicit broadcast would psum the Jacobian rows over devices before squaring.
+        params = jax.tree_util.tree_map(lambda x: jax.lax.pcast(x, "data", to="varying"), params)
+        jac = jax.jacrev(lambda p: loss.residuals_fn(p, sub))(params)
+        sq = {k: sum(jnp.sum(j**2) for j in jax.tree_util.tree_leaves(jac[k])) for k in jac}
+        return {k: jax.lax.psum(v, "data") / (sub[k].shape[0] * n_dev) for k, v in sq.items()}
+
+    ntk = jax.shard_map(ntk_per_device, mesh=mesh, in_specs=(P(), P(), P("data"), P("data"), P()),
+                        out_specs=P())
+
+    def weights_update(params, key, arrays, extra, step):
+        def update(lam):
+            ctx = loss_context(run, dict(extra, weights=lam), step)
+            if w.kind == "grad_norm":
+                terms_fn = lambda p: loss(p, key, arrays, 0, ctx)[1]["terms"]  # noqa: E731
+                stats = grad_norms(per_term_grads(terms_fn, params))
+            else:
+                stats = ntk(params, key, arrays, ctx["points"], ctx["tol"])
+            return w.smooth(lam, w.target(stats))
+
+        return jax.lax.cond(step % w.update_every == 0, update, lambda lam: lam, extra["weights"])
+
+    def score_per_device(params, name, cands):
+        sub = problem.without([k for k in problem.terms if k != name])
+        net, coeffs = eqx.combine(params, loss.static)
+        r = sub.residuals(net, coeffs, {name: cands}, run.method)[name]
+        return jnp.sqrt(jnp.sum(r**2, axis=-1))
+
+    def points_update(params, key, extra, step):
+        def update(points):
+            akey = jax.random.fold_in(key, 0x52414400)
+            new = {}
+            for i, name in enumerate(ad.terms):
+                cands = ad.candidates(akey, problem, name, run.dtype)
+                score = jax.shard_map(
+                    lambda p, c, name=name: score_per_device(p, name, c), mesh=mesh,
+                    in_specs=(P(), P("data")), out_specs=P("data"),
+                )(params, cands)
+                new[name] = ad.select(jax.random.fold_in(akey, 1 + i), points[name], cands, score)
+            return new
+
+        due = (step > 0) & (step % ad.every == 0)
+        return jax.lax.cond(due, update, lambda pts: pts, extra["points"])
+
+    def adapt(params, key, arrays, extra, step):
+        extra = dict(extra)
+        if update_weights and "weights" in extra:
+            extra["weights"] = weights_update(params, key, arrays, extra, step)
+        if "points" in extra:
+            extra["points"] = points_update(params, key, extra, step)
+        return extra
+
+    return adapt
 
 
 # ---------------------------------------------------------------- host-side loop
@@ -364,6 +501,7 @@ def fit(
     train_key = jax.random.fold_in(jax.random.key(cfg.train.seed), 2)
 
     step, opt_state, phase_of_state = 0, None, None
+    extra = init_extra(run)
     if resume:
         found = find_checkpoint(ck_dir)
         if found is None and resume != "auto":
@@ -371,7 +509,7 @@ def fit(
                 f"--resume: no valid checkpoint in {ck_dir}; start without --resume"
             )
         if found is not None:
-            step, phase_of_state, params, opt_state = _restore(run, found, params)
+            step, phase_of_state, params, opt_state, extra = _restore(run, found, params, extra)
             _truncate_metrics(metrics_path, step)
     params = replicate(params, run.mesh)
 
@@ -392,8 +530,8 @@ def fit(
             return
         head = ckpt.manifest(cfg.to_dict(), phase=phase_idx, n_devices=run.mesh.size,
                              n_processes=jax.process_count(), seed=cfg.train.seed)
-        ckpt.save(ck_dir, int(state_.step), (state_.params, state_.opt_state), head,
-                  keep=cfg.checkpoint.keep)
+        ckpt.save(ck_dir, int(state_.step), (state_.params, state_.opt_state, state_.extra),
+                  head, keep=cfg.checkpoint.keep)
 
     try:
         for pi, ph in enumerate(run.phases):
@@ -401,7 +539,8 @@ def fit(
                 continue
             if opt_state is None or phase_of_state != pi:
                 opt_state = ph.optimizer.init(params)
-            state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32)), run.mesh)
+            state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32), extra),
+                              run.mesh)
             phase_of_state = pi
             chunks: dict[int, Callable] = {}
             while step < ph.end:
@@ -410,7 +549,8 @@ def fit(
                     break
                 n = min(cfg.train.chunk, ph.end - step)
                 if n not in chunks:
-                    chunks[n] = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate,
+                    chunks[n] = make_chunk(loss, ph, n, train_key, accumulate=accumulate,
+                                           donate=donate, run=run,
                                            gauss_newton=_gauss_newton(run, static, ph))
                 backup = to_host(state) if donate else None
                 t0 = time.perf_counter()
@@ -445,7 +585,7 @@ def fit(
                 if next_ckpt and step >= next_ckpt and step < total:
                     save(state, pi)
                     next_ckpt = _next_multiple(step, cfg.checkpoint.every)
-            params, opt_state = state.params, state.opt_state
+            params, opt_state, extra = state.params, state.opt_state, state.extra
             if result is not RESULTS.successful:
                 break
     finally:
@@ -453,7 +593,8 @@ def fit(
         log.close()
 
     if state is None:  # resumed at the end: nothing to do
-        state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32)), run.mesh)
+        state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32), extra),
+                          run.mesh)
     # The phase whose optimiser state `state` holds, so that a resume restores it.
     save(state, phase_of_state if phase_of_state is not None else _phase_at(run, step))
     network, coeffs = _model(state, static)
@@ -494,8 +635,9 @@ def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
     return (path, found[1]) if found else (path, ckpt.read_header(path)[0])
 
 
-def _restore(run: Run, found, params):
-    """``(step, phase, params, opt_state)`` from a checkpoint (host arrays: any mesh)."""
+def _restore(run: Run, found, params, extra):
+    """``(step, phase, params, opt_state, extra)`` from a checkpoint (host arrays: any
+    mesh). A run without extra state reads checkpoints of the two-part format."""
     path, head = found
     want = ckpt.manifest(run.config.to_dict(), phase=0, n_devices=0, n_processes=0, seed=0)
     if head.get("model_sha256", want["model_sha256"]) != want["model_sha256"]:
@@ -505,8 +647,8 @@ def _restore(run: Run, found, params):
         )
     phase = int(head["phase"])
     ph = run.phases[min(phase, len(run.phases) - 1)]
-    _, (params, opt_state) = ckpt.load(path, (params, ph.optimizer.init(params)))
-    return int(head["step"]), phase, params, opt_state
+    _, (params, opt_state, extra) = ckpt.load(path, (params, ph.optimizer.init(params), extra))
+    return int(head["step"]), phase, params, opt_state, extra
 
 
 def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = False) -> dict:
@@ -524,8 +666,9 @@ def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = F
     n = min(run.config.train.chunk, ph.steps)
     train_key = jax.random.fold_in(jax.random.key(run.config.train.seed), 2)
     params = replicate(params, run.mesh)
-    state = replicate(TrainState(params, ph.optimizer.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
-    chunk = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate,
+    state = replicate(TrainState(params, ph.optimizer.init(params), jnp.asarray(0, jnp.int32),
+                                 init_extra(run)), run.mesh)
+    chunk = make_chunk(loss, ph, n, train_key, accumulate=accumulate, donate=donate, run=run,
                        gauss_newton=_gauss_newton(run, static, ph))
     t0 = time.perf_counter()
     compiled = chunk.lower(arrays, state).compile()
@@ -582,8 +725,13 @@ def _log_records(path, history, m, start, phase, every, total, upto=None):
         if upto is not None and s >= upto:
             break
         if s % every == 0 or s == total - 1:
-            terms = {k: float(v[i]) for k, v in sorted(m.items()) if k != "loss"}
-            recs.append({"step": s, "phase": phase, "loss": float(m["loss"][i]), "terms": terms})
+            terms = {k: float(v[i]) for k, v in sorted(m["terms"].items())}
+            rec = {"step": s, "phase": phase, "loss": float(m["loss"][i]), "terms": terms}
+            if "weights" in m:
+                rec["weights"] = {k: float(v[i]) for k, v in sorted(m["weights"].items())}
+            if "causal" in m:
+                rec["causal"] = {k: [float(x) for x in v[i]] for k, v in sorted(m["causal"].items())}
+            recs.append(rec)
     history.extend(recs)
     _append_lines(path, recs)
 

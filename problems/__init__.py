@@ -5,9 +5,10 @@ A config names one of these in ``problem.name``, or a user's own factory as
 registration decorators, no import-time side effects.
 """
 
-from .expression import expression
+from .allen_cahn import allen_cahn
 from .burgers import burgers
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2
+from .expression import expression
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import (
     beltrami_flow,
@@ -30,6 +31,7 @@ PROBLEMS = {
     "beltrami_flow": beltrami_flow,
     "channel_flow": channel_flow,
     "burgers": burgers,
+    "allen_cahn": allen_cahn,
     "burgers_inverse": burgers_inverse,
     "kovasznay_inverse": kovasznay_inverse,
     "ebm_inverse": ebm_inverse,

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import yaml
 
-from pinnkit.config import FourierConfig, PhaseConfig, RunConfig, RwfConfig
+from pinnkit.config import (
+    AdaptiveConfig,
+    CausalConfig,
+    FourierConfig,
+    PhaseConfig,
+    RunConfig,
+    RwfConfig,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +42,8 @@ def test_config_reference_matches_schema():
     keys.update(_schema(PhaseConfig, "optim.phases.N."))
     keys.update(_schema(FourierConfig, "network.fourier."))
     keys.update(_schema(RwfConfig, "network.rwf."))
+    keys.update(_schema(CausalConfig, "weighting.causal."))
+    keys.update(_schema(AdaptiveConfig, "sampler.adaptive."))
     missing = set(keys) - set(rows)
     assert not missing, f"undocumented config keys: {sorted(missing)}"
     for k, default in keys.items():
