@@ -131,3 +131,25 @@ def test_user_factory_named_in_config(tmp_path):
     assert float(run.problem.coeffs["kappa"]) == 0.5 and set(run.problem.terms) == {"pde", "walls"}
     res = fit(run, progress=False)
     assert res.step == 20 and res.history[-1]["loss"] < res.history[0]["loss"]
+
+
+@pytest.mark.parametrize("settings, named", [
+    ([], "weighting.causal"),  # the tiny Burgers config has causal weights
+    (["weighting.causal=null", "weighting.kind=grad_norm"], "weighting.kind=grad_norm"),
+    (["weighting.causal=null"], None),
+])
+def test_natural_gradient_rejects_adaptive_losses(settings, named):
+    """The Gauss-Newton matrix is built from fixed weights and the sampler's points, so a
+    natural_gradient phase with adaptive or causal weights is refused at build time."""
+    from pinnkit.build import build_run
+    from pinnkit.parallel import make_mesh
+
+    cfg = load_config(ROOT / "configs" / "tiny" / "burgers.yaml", [
+        "optim.phases=[{kind: adam, steps: 10}, {kind: natural_gradient}]", *settings,
+    ])
+    if named is None:
+        assert build_run(cfg, mesh=make_mesh(1)).phases[1].kind == "natural_gradient"
+        return
+    with pytest.raises(ConfigError) as err:
+        build_run(cfg, mesh=make_mesh(1))
+    assert named in str(err.value) and "natural_gradient" in str(err.value)
