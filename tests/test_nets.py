@@ -13,11 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_diffops import assert_close, evaluate  # the oracle helpers (tests/ is on sys.path)
 
 from pinnkit.diffops import Autodiff, Layout, Taylor
 from pinnkit.nets import Dense, ModifiedMLP, PirateNet, build_network, dense, physics_informed_init
 from pinnkit.nn import MLP, _init_weight
-from test_diffops import assert_close, evaluate  # the oracle helpers (tests/ is on sys.path)
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_fast_rules_are_taken(f64):
         seen = []
         orig = getattr(_taylor, rule)
         try:
-            setattr(_taylor, rule, lambda *a, orig=orig: seen.append(1) or orig(*a))
+            setattr(_taylor, rule, lambda *a, orig=orig, seen=seen: seen.append(1) or orig(*a))
             plan = _taylor._make_plan([])
             _taylor._module(core, _taylor._input_jet(jnp.zeros(4, jnp.float64), plan), plan)
         finally:
