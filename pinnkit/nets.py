@@ -168,7 +168,8 @@ def make_core(
         if rwf is None:
             return mlp
         keys = jax.random.split(key, len(mlp.layers))
-        layers = tuple(mk(k, lin.in_features, lin.out_features) for k, lin in zip(keys, mlp.layers, strict=True))
+        pairs = zip(keys, mlp.layers, strict=True)
+        layers = tuple(mk(k, lin.in_features, lin.out_features) for k, lin in pairs)
         return eqx.tree_at(lambda m: m.layers, mlp, layers)
     ku, kv, ko, kh = jax.random.split(key, 4)
     enc_u, enc_v = mk(ku, in_size, width), mk(kv, in_size, width)

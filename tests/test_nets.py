@@ -13,11 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_diffops import assert_close, evaluate  # the oracle helpers (tests/ is on sys.path)
 
 from pinnkit.diffops import Autodiff, Layout, Taylor
 from pinnkit.nets import Dense, ModifiedMLP, PirateNet, build_network, dense, physics_informed_init
 from pinnkit.nn import MLP, _init_weight
-from test_diffops import assert_close, evaluate  # the oracle helpers (tests/ is on sys.path)
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_fast_rules_are_taken(f64):
         seen = []
         orig = getattr(_taylor, rule)
         try:
-            setattr(_taylor, rule, lambda *a, orig=orig: seen.append(1) or orig(*a))
+            setattr(_taylor, rule, lambda *a, orig=orig, seen=seen: seen.append(1) or orig(*a))
             plan = _taylor._make_plan([])
             _taylor._module(core, _taylor._input_jet(jnp.zeros(4, jnp.float64), plan), plan)
         finally:
@@ -258,3 +258,25 @@ def test_config_errors(over, match):
 
     with pytest.raises(ConfigError, match=match):
         build_run(_cfg(*over), with_mesh=False)
+
+
+def test_pi_init_from_initial_term_extends_it_in_time():
+    """pi_init naming Burgers' initial term: the network fits u0(x) = -sin(pi x) on the
+    whole (t, x) domain (the initial condition extended constantly in time), so at t = 0
+    and at t = 1 it is close to u0: measured 3e-5 with 128 random features (0.7 with 32:
+    random plane waves in (t, x) fit a t-independent function poorly)."""
+    from pinnkit.build import build_run
+    from pinnkit.config import from_dict
+
+    cfg = from_dict({
+        "problem": {"name": "burgers"},
+        "network": {"kind": "pirate", "width": 8, "depth": 1, "fourier": {"dim": 128},
+                    "pi_init": "initial"},
+        "sampler": {"batch": {"pde": 16, "initial": 16, "boundary": 16}},
+    })  # fmt: skip
+    net = build_run(cfg, with_mesh=False).network
+    x = jnp.linspace(-1.0, 1.0, 41)
+    u0 = -jnp.sin(jnp.pi * x)
+    for t in (0.0, 1.0):
+        u = jax.vmap(net)(jnp.stack([jnp.full_like(x, t), x], axis=1))[:, 0]
+        assert float(jnp.linalg.norm(u - u0) / jnp.linalg.norm(u0)) < 1e-3, t

@@ -64,11 +64,13 @@ def test_soap_beats_adam_on_rotated_ill_conditioned_quadratic(x64):
 
 def test_soap_is_adam_without_rotation():
     key = jax.random.split(jax.random.key(1), 3)
-    params = {"b": jax.random.normal(key[0], (5,)), "a": jnp.asarray(0.3), "w": jax.random.normal(key[1], (4, 3))}
+    params = {"b": jax.random.normal(key[0], (5,)), "a": jnp.asarray(0.3),
+              "w": jax.random.normal(key[1], (4, 3))}
     target = jax.random.normal(key[2], (4, 3))
 
     def loss(p):
-        return jnp.sum(jnp.sin(p["b"]) ** 2) + p["a"] ** 4 + jnp.sum((p["w"] @ p["w"].T - target @ target.T) ** 2)
+        gram = p["w"] @ p["w"].T - target @ target.T
+        return jnp.sum(jnp.sin(p["b"]) ** 2) + p["a"] ** 4 + jnp.sum(gram**2)
 
     ref, _ = _run_opt(optax.adam(1e-2), loss, params, 50)
     for opt in (
@@ -136,7 +138,8 @@ def test_gramian_sharded_equals_full_jacobian(x64):
 def test_soap_then_natural_gradient_resume_is_exact(x64, tmp_path):
     """Phases chained in config (soap -> natural_gradient), float64, 2 devices: the loss
     falls by orders of magnitude in the natural-gradient phase, and a run stopped after
-    two chunks and resumed ends bit-identical to the uninterrupted one."""
+    one chunk (inside the SOAP phase: its moments, Shampoo factors and eigenbases come
+    from the checkpoint) and resumed ends bit-identical to the uninterrupted one."""
     over = ("numerics.x64=true", "network.width=6", "sampler.batch.pde=64", "train.steps=40",
             "train.chunk=10", "checkpoint.every=10",
             "optim.phases.0={kind: soap, lr: 1.0e-2, steps: 20, precondition_frequency: 3}",
@@ -147,8 +150,8 @@ def test_soap_then_natural_gradient_resume_is_exact(x64, tmp_path):
     assert losses[39] < 1e-3 * losses[20], losses
     calls = iter(range(10_000))
     part = fit(build_run(_cfg(*over), mesh=make_mesh(2)), out_dir=tmp_path / "b", progress=False,
-               should_stop=lambda: next(calls) >= 3)
-    assert part.result is RESULTS.interrupted and part.step == 30
+               should_stop=lambda: next(calls) >= 1)
+    assert part.result is RESULTS.interrupted and part.step == 10
     rest = fit(build_run(_cfg(*over), mesh=make_mesh(2)), out_dir=tmp_path / "b", resume=True,
                progress=False)
     assert rest.step == 40
@@ -172,3 +175,14 @@ def test_config_errors(over, match):
 
     with pytest.raises(ConfigError, match=match):
         _cfg(*over)
+
+
+def test_exponential_decay_with_warmup():
+    """schedule exponential_decay + warmup_steps: linear from 0 to lr, then lr * rate^(k/decay)."""
+    from pinnkit.build import _schedule
+
+    cfg = _cfg("optim.phases.0={kind: adam, lr: 0.01, schedule: {kind: exponential_decay, "
+               "warmup_steps: 10, decay_steps: 20, rate: 0.5}}")
+    sched = _schedule(cfg.optim.phases[0], 500)
+    np.testing.assert_allclose([sched(0), sched(5), sched(10), sched(30), sched(50)],
+                               [0.0, 0.005, 0.01, 0.005, 0.0025], rtol=1e-6)

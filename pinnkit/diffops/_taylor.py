@@ -64,6 +64,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._types import Point, Scalar
+from ..nets import Dense, ModifiedMLP, PirateNet
 from ..nn import (
     ACTIVATIONS,
     MLP,
@@ -73,7 +74,6 @@ from ..nn import (
     Normalize,
     PeriodicEmbedding,
 )
-from ..nets import Dense, ModifiedMLP, PirateNet
 from ._base import AbstractDiffMethod, Request
 
 # A row label: ("p", axes) is the partial derivative along the sorted `axes`
