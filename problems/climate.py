@@ -45,20 +45,28 @@ WIND = ("u_x", "u_y", "u_z")
 
 
 class InitialValue(eqx.Module):
-    """Exact initial condition: $y_i(t, x) = g_i(x) + s_i\\,\\frac{t - t_0}{t_1 - t_0}\\,N_i(t, x)$.
+    """Exact initial condition: $y_i(t, x) = g_i(x) + s_i\\,\\phi(t)\\,N_i(t, x)$ with
+    $\\phi = (t - t_0)/(t_1 - t_0)$, or $\\phi = 1 - e^{-(t - t_0)/\\tau}$ when ``tau`` is given.
 
     ``value(x) -> (m,)`` must use only the unit vector $\\mathbf x/|\\mathbf x|$ on the
     sphere (fields stay 0-homogeneous); ``scales`` $s_i$ (one per output) set the size of
-    the change over the interval an O(1) network output stands for.
+    the change an O(1) network output stands for. With the linear ramp the network must
+    output $N \\approx (t_1 - t_0)\\,\\partial_t y / s$ near $t_0$: for a fast local change
+    (a bell moving its own width in $\\tau \\ll t_1 - t_0$) the saturating ramp keeps
+    $N$ O(1) over the whole interval.
     """
 
     t0: float = eqx.field(static=True)
     t1: float = eqx.field(static=True)
     value: Callable = eqx.field(static=True)
     scales: tuple[float, ...] = eqx.field(static=True)
+    tau: float | None = eqx.field(static=True, default=None)
 
     def __call__(self, x, y):
-        phi = (x[0] - self.t0) / (self.t1 - self.t0)
+        if self.tau is None:
+            phi = (x[0] - self.t0) / (self.t1 - self.t0)
+        else:
+            phi = 1.0 - jnp.exp(-(x[0] - self.t0) / self.tau)
         return self.value(x) + phi * jnp.asarray(self.scales, y.dtype) * y
 
 
@@ -189,18 +197,22 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
 
 
 def tracer_transport(alpha: float = 0.0, days: float = 12.0, period_days: float = 12.0, k: float = 20.0,
-                     lon_c: float = 1.5 * math.pi, lat_c: float = 0.0, h_scale: float = 1.0) -> Problem:
+                     lon_c: float = 1.5 * math.pi, lat_c: float = 0.0, h_scale: float = 1.0,
+                     ramp_days: float | None = 0.5) -> Problem:
     r"""C2: $h_t + \mathbf v\cdot\nabla_S h = 0$, solid-body rotation
     $\mathbf v = u_0\,\mathbf k_\alpha\times\mathbf n$ with $u_0 = 2\pi a/$``period_days``,
     bell $h_0 = e^{k(\hat{\mathbf c}\cdot\mathbf n - 1)}$ centred at (`lon_c`, `lat_c`)
     (radians). Non-dimensional: $a = 1$, $t$ in days, so $u_0 = 2\pi/12$ per day.
 
     **Exact**: $h(\mathbf n, t) = e^{k(\hat{\mathbf c}(t)\cdot\mathbf n - 1)}$ with the centre
-    rotated by $u_0 t$ about $\mathbf k_\alpha$. Hard constraint $h = h_0 + s\,(t/t_1)\,N$.
+    rotated by $u_0 t$ about $\mathbf k_\alpha$. Hard constraint
+    $h = h_0 + s\,(1 - e^{-t/\tau})\,N$ with $\tau$ = `ramp_days` (about the time the bell
+    takes to move its own width; None: the linear ramp $t/t_1$, see `InitialValue`).
     """
-    if not (days > 0 and period_days > 0 and k > 0):
+    if not (days > 0 and period_days > 0 and k > 0) or (ramp_days is not None and ramp_days <= 0):
         raise ValueError(
-            f"tracer_transport needs days, period_days, k > 0: actual {days}, {period_days}, {k}"
+            f"tracer_transport needs days, period_days, k, ramp_days > 0 (or ramp_days None): "
+            f"actual {days}, {period_days}, {k}, {ramp_days}"
         )
     domain = Sphere(1.0, 0.0, days)
     u0 = 2 * math.pi / period_days
@@ -220,7 +232,7 @@ def tracer_transport(alpha: float = 0.0, days: float = 12.0, period_days: float 
     return Problem(
         domain, ("h",), {"transport": Equation(transport), "initial": Initial(("h",), initial)},
         coeffs={"u0": u0}, reference=exact,
-        hard_constraint=InitialValue(0.0, days, initial, (h_scale,)), enforced=("initial",),
+        hard_constraint=InitialValue(0.0, days, initial, (h_scale,), ramp_days), enforced=("initial",),
         name="tracer_transport",
         description=f"C2: bell in solid-body rotation, alpha = {alpha:.4g}, {days:g} days",
         metrics=sphere_metrics(domain, exact, ("h",)),

@@ -25,12 +25,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+# the same timed `pinnkit train ... --quiet` command (scripts/ is on sys.path)
+from bench_ns import ROOT, train
 
 # name: (config, {metric path in summary.json: target})
 ITEMS = {
@@ -43,16 +42,6 @@ ITEMS = {
                {"metrics.h.l2": 1e-3, "metrics.h_anomaly.l2": 2e-2, "metrics.wind.l2": 1e-2}),
     "C4": ("configs/climate_rh.yaml", {"metrics.psi.l2": 1e-2}),
 }
-
-
-def train(config: str, out: Path) -> float:
-    """Runs the CLI; returns its wall-clock time in seconds."""
-    start = time.perf_counter()
-    cmd = [sys.executable, "-m", "pinnkit.cli", "train", str(ROOT / config), "--out", str(out),
-           "--overwrite", "--quiet"]
-    print("$", " ".join(cmd[2:]), flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT)
-    return time.perf_counter() - start
 
 
 def lookup(summary: dict, path: str):
