@@ -13,6 +13,10 @@ the mesh spans all processes' devices, each process places only its own rows of 
 point sets, only process 0 writes files, and the one host-side decision that could
 differ between processes (stop on a signal) is agreed by all-gather between chunks.
 
+Training state beyond parameters and optimiser state lives in ``TrainState.extra``
+(adaptive loss weights, adaptive point sets) and is updated at the start of each step by
+`make_adapt`; the loss reads it through `loss_context`.
+
 Large problems: ``accumulate`` splits each step into micro-batches (scanned, so memory
 follows the micro-batch), ``remat`` wraps the per-device loss in `jax.checkpoint`,
 ``donate`` reuses the state's buffers across chunks; `plan` reports the compiled

@@ -100,7 +100,7 @@ def _adapt_once(run):
     key = jax.random.key(7)
     same = adapt(params, key, point_arrays(run), extra, jnp.asarray(0))
     new = adapt(params, key, point_arrays(run), extra, jnp.asarray(10))
-    return np.asarray(extra["points"]["pde"]), np.asarray(same["points"]["pde"]), np.asarray(new["points"]["pde"])
+    return tuple(np.asarray(e["points"]["pde"]) for e in (extra, same, new))
 
 
 def test_rad_concentrates_points_at_the_front():
