@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pinnkit.domains import Interval, SpaceTime
+from pinnkit.nn import HardDirichlet
 from pinnkit.problem import Problem
 from pinnkit.solvers import BURGERS_NU, burgers_cole_hopf
 from pinnkit.terms import Dirichlet, Equation, Initial
@@ -39,11 +40,19 @@ def burgers_exact(nu: float):
     return exact
 
 
+def _initial_lifting(z):
+    return -jnp.sin(jnp.pi * z[1:2])  # (1,): u0(x), zero at x = +-1
+
+
 def burgers(nu: float = BURGERS_NU) -> Problem:
     """P3: viscous Burgers on $[-1, 1]\\times[0, 1]$, $u(x,0) = -\\sin\\pi x$, $u(\\pm1) = 0$.
 
     **Arguments:**
     - `nu`: viscosity (coefficient ``nu``; default $0.01/\\pi$).
+
+    The hard constraint (``network.hard_constraint: true``) is
+    $u = -\\sin\\pi x + t\\,(1 - x^2)\\,N(t, x)$: $-\\sin\\pi x$ satisfies both the
+    initial and the boundary condition, so both hold exactly.
     """
     domain = SpaceTime(Interval(-1.0, 1.0), 0.0, 1.0)
     return Problem(
@@ -56,6 +65,8 @@ def burgers(nu: float = BURGERS_NU) -> Problem:
         },
         coeffs={"nu": float(nu)},
         reference=burgers_exact(float(nu)),
+        hard_constraint=HardDirichlet(*domain.bounds(), (1,), (0,), value=_initial_lifting, t_axis=0),
+        enforced=("initial", "boundary"),
         name="burgers",
         description=f"P3: viscous Burgers, nu = {float(nu):.5g}",
     )

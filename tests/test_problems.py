@@ -103,3 +103,25 @@ def test_problem_validation():
         Problem(box, ("u",), {"b": Dirichlet("top", fields=("v",))})
     with pytest.raises(ValueError, match="Observation values must be"):
         Observation(np.zeros((3, 2)), np.zeros((2, 1)))
+
+
+def test_burgers_hard_constraint_is_exact_on_initial_and_boundary(x64):
+    """`network.hard_constraint: true` on P3: u = -sin(pi x) + t (1 - x^2) N, so a random
+    network meets u(0, x) = -sin(pi x) and u(t, +-1) = 0 to rounding, and is free inside."""
+    from pinnkit.config import from_dict
+    from pinnkit.build import build_run
+
+    run = build_run(from_dict({
+        "problem": {"name": "burgers"}, "network": {"width": 8, "depth": 2, "hard_constraint": True},
+        "sampler": {"batch": {"pde": 64}}, "numerics": {"x64": True},
+    }), with_mesh=False)
+    net = jax.vmap(run.network)
+    x = jnp.linspace(-1.0, 1.0, 11)
+    t = jnp.linspace(0.0, 1.0, 11)
+    initial = net(jnp.stack([jnp.zeros_like(x), x], 1))[:, 0]
+    np.testing.assert_allclose(initial, -jnp.sin(jnp.pi * x), atol=1e-15)
+    for side in (-1.0, 1.0):
+        np.testing.assert_allclose(net(jnp.stack([t, jnp.full_like(t, side)], 1))[:, 0], 0.0, atol=1e-15)
+    inside = net(jnp.array([[0.5, 0.3]]))[0, 0] + jnp.sin(jnp.pi * 0.3)
+    assert abs(float(inside)) > 1e-6  # the network's own part is not switched off inside
+    assert set(run.sampler.batch) == {"pde"}  # initial and boundary terms are enforced, not sampled
