@@ -257,29 +257,11 @@ def build_embedding(
     return tuple(embedding), in_size
 
 
-def build_mlp_network(
-    in_names: Sequence[str],
-    out_names: Sequence[str],
-    *,
-    width: int,
-    depth: int,
-    activation: str,
-    init: str,
-    bounds: tuple[Sequence[float], Sequence[float]] | None,
-    fourier: tuple[int, float] | None = None,
-    periodic: dict[str, float] | None = None,
-    transform: eqx.Module | None = None,
-    input_map: eqx.Module | None = None,
-    key: PRNGKey,
-    dtype=jnp.float32,
-) -> Network:
+def build_mlp_network(in_names: Sequence[str], out_names: Sequence[str], **kwargs) -> Network:
     """The standard network: [normalise | periodic | input_map] → [Fourier features] →
-    MLP → [transform] (see `build_embedding` for the input map; `pinnkit.nets.build_network`
-    for other cores)."""
+    MLP → [transform]; ``pinnkit.nets.build_network("mlp", ...)``, whose keyword arguments
+    (``width``, ``depth``, ``activation``, ``init``, ``bounds``, ``fourier``, ``periodic``,
+    ``transform``, ``input_map``, ``key``, ``dtype``) it takes."""
     from .nets import build_network  # nets builds on this module
 
-    return build_network(
-        "mlp", in_names, out_names, width=width, depth=depth, activation=activation, init=init,
-        bounds=bounds, fourier=fourier, periodic=periodic, transform=transform, input_map=input_map, key=key,
-        dtype=dtype,
-    )
+    return build_network("mlp", in_names, out_names, **kwargs)

@@ -176,8 +176,8 @@ def main(argv=None):
         if prob == "P1" and not args.no_baseline:
             base = baseline_rates(args.chunk, args.repeats)
             rows.append((prob, "plain JAX vmap(jax.hessian) (baseline)", *base, base))
-        rows.append((prob, "floor: plain fwd+bwd over the jet rows", *floor_rates(prob, args.chunk, args.repeats),
-                     base))
+        floor = floor_rates(prob, args.chunk, args.repeats)
+        rows.append((prob, "floor: plain fwd+bwd over the jet rows", *floor, base))
         for m in args.methods.split(","):
             rows.append((prob, f"pinnkit {m}", *pinnkit_rates(prob, m, args.chunk, args.repeats), base))
     print(f"peer protocols, chunk {args.chunk}, median of {args.repeats}, 1 XLA thread, "
