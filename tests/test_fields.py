@@ -26,6 +26,7 @@ def exact(t, x, y):
         "u_xyy": 6 * e * c * y,
         "u_xxyy": -6 * e * s * y,
         "lap_u": e * s * (6 * y - y**3),
+        "bih_u": e * s * (y**3 - 12 * y),  # u_xxxx + 2 u_xxyy + u_yyyy
         "div_uv": e * c * y**3 + x**2,
         "v_x": 2 * x * y + t,
     }
@@ -35,7 +36,7 @@ def residual(f, c):
     return jnp.stack([
         f["u"], f.partial("u", "t"), f.partial("u", "x"), f.partial("u", "x", "x"),
         f.partial("u", "y", "y"), f.partial("u", "y", "x", "y"), f.partial("u", "y", "x", "y", "x"),
-        f.laplacian("u"), f.divergence(("u", "v")), f.grad("v")[0],
+        f.laplacian("u"), f.biharmonic("u"), f.divergence(("u", "v")), f.grad("v")[0],
     ])
 
 

@@ -26,6 +26,10 @@ def _lookup(tensors: dict, requests: Sequence[Request], dtype) -> dict:
         if r.kind == "laplacian":
             h = tensors[2][r.out]
             out[r] = sum(h[a, a] for a in r.axes) if r.axes else jnp.zeros((), dtype)
+        elif r.kind == "biharmonic":
+            t = tensors[4][r.out]
+            terms = [t[a, a, b, b] for a in r.axes for b in r.axes]
+            out[r] = sum(terms) if terms else jnp.zeros((), dtype)
         else:
             out[r] = tensors[r.order][(r.out, *r.axes)]
     return out

@@ -16,8 +16,8 @@ single function `derivatives(net, x, requests) -> table`.
 
 Requests are canonical: a partial derivative is identified by the output index and the
 *sorted* tuple of coordinate axes, so `partial("u", "x", "y")` and `partial("u", "y", "x")`
-are one entry; a Laplacian is its own request because the best methods compute the sum
-of pure second derivatives without the individual terms.
+are one entry; a Laplacian (and a bi-Laplacian) is its own request because the best
+methods compute the sum of pure derivatives without the individual terms.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class Request(NamedTuple):
       $\\partial^{|\\alpha|} y_{\\text{out}} / \\partial x_{a_1} \\cdots \\partial x_{a_k}$
       with ``axes = (a_1, ..., a_k)`` sorted; ``axes=()`` is the value itself.
     - ``kind="laplacian"``: $\\sum_{a \\in \\text{axes}} \\partial^2 y_{\\text{out}} / \\partial x_a^2$.
+    - ``kind="biharmonic"``: $\\Delta^2 y_{\\text{out}} = \\sum_{a, b \\in \\text{axes}}
+      \\partial^4 y_{\\text{out}} / \\partial x_a^2 \\partial x_b^2$.
     """
 
     kind: str
@@ -49,7 +51,10 @@ class Request(NamedTuple):
 
     @property
     def order(self) -> int:
-        return 2 if self.kind == "laplacian" else len(self.axes)
+        return _ORDERS.get(self.kind, len(self.axes))
+
+
+_ORDERS = {"laplacian": 2, "biharmonic": 4}  # kinds whose order is not len(axes)
 
 
 def value_request(out: int) -> Request:
@@ -120,6 +125,15 @@ class Fields:
         """$\\sum_c \\partial_c^2 u$ over ``coords`` (default: spatial coordinates, not ``t``)."""
         axes = tuple(sorted(self.layout.axis(c) for c in self._coords(coords)))
         return self._lookup(Request("laplacian", self.layout.out(field), axes))
+
+    def biharmonic(self, field: str, coords: Sequence[str] | None = None) -> Scalar:
+        """$\\Delta^2 u = \\sum_{a, b} \\partial_a^2 \\partial_b^2 u$ over ``coords`` (default:
+        spatial coordinates), e.g. $u_{xxxx} + 2u_{xxyy} + u_{yyyy}$ at $d = 2$ (plate
+        bending, Stokes stream function). Ask for it this way rather than as the sum of
+        partials: `Taylor` then carries one collapsed row for it ($O(d^2)$ rows in all,
+        against $O(d^4)$ for the separate fourth partials)."""
+        axes = tuple(sorted(self.layout.axis(c) for c in self._coords(coords)))
+        return self._lookup(Request("biharmonic", self.layout.out(field), axes))
 
     def divergence(self, fields: Sequence[str], coords: Sequence[str] | None = None) -> Scalar:
         """$\\sum_i \\partial_{c_i} F_i$ for vector field ``fields`` (e.g. ``("u", "v")``)."""

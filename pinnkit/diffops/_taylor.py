@@ -74,10 +74,13 @@ from ..nn import (
     Normalize,
     PeriodicEmbedding,
 )
+from . import _bilaplacian
 from ._base import AbstractDiffMethod, Request
 
 # A row label: ("p", axes) is the partial derivative along the sorted `axes`
-# (first-order rows have one axis); ("l", axes) is the Laplacian over `axes`.
+# (first-order rows have one axis); ("l", axes) is the Laplacian over `axes`;
+# ("gl", (c, *axes)) and ("b", axes) are the collapsed rows of a bi-Laplacian
+# (d/dx_c of the Laplacian, the bi-Laplacian; see _bilaplacian).
 Key = tuple[str, tuple[int, ...]]
 
 
@@ -145,10 +148,15 @@ def _make_plan(requests: Sequence[Request]) -> _Plan:
     dirs: set[int] = set()
     partials: set[tuple[int, ...]] = set()
     laps: set[tuple[int, ...]] = set()
+    bilaps: set[tuple[int, ...]] = set()
     needed: set[Key] = set()
     for r in requests:
         dirs.update(r.axes)
-        if r.kind == "laplacian":
+        if r.kind == "biharmonic":
+            if r.axes:
+                bilaps.add(r.axes)
+                needed.add(("b", r.axes))
+        elif r.kind == "laplacian":
             if r.axes:
                 laps.add(r.axes)
         elif len(r.axes) >= 2:
@@ -156,6 +164,8 @@ def _make_plan(requests: Sequence[Request]) -> _Plan:
         elif len(r.axes) == 1:
             needed.add(("p", r.axes))
     needed.update(("p", a) for a in partials)
+    for axes in bilaps:  # rows that only feed the bi-Laplacian
+        partials.update(_bilaplacian.hessian_axes(axes))
     todo = list(partials)
     while todo:  # close downwards: Faà di Bruno for alpha needs every sub-multiset
         for sub in _sub_multisets(todo.pop()):
@@ -170,7 +180,10 @@ def _make_plan(requests: Sequence[Request]) -> _Plan:
             lap_rows.append(("l", axes))
             needed.add(("l", axes))
     rest = tuple(lap_rows) + tuple(("p", a) for a in sorted(partials, key=lambda a: (len(a), a)))
-    order = max([len(a) for a in partials] + [2] * bool(lap_rows) + [1] * bool(dirs) + [0])
+    rest += tuple(k for axes in sorted(bilaps) for k in _bilaplacian.keys(axes))
+    order = max(
+        [len(a) for a in partials] + [4] * bool(bilaps) + [2] * bool(lap_rows) + [1] * bool(dirs) + [0]
+    )
     return _Plan(tuple(sorted(dirs)), rest, order, frozenset(needed))
 
 
@@ -224,7 +237,7 @@ def _linear(jet: _Jet, weight: Array, bias: Array | None, keep=None) -> _Jet:
     if bias is not None:
         value = value + bias
     first = jet.first
-    if first is not None and keep is not None and not any(len(k[1]) == 1 for k in keep):
+    if first is not None and keep is not None and not any(k[0] == "p" and len(k[1]) == 1 for k in keep):
         first = None
     first = None if first is None else first @ weight.T
     keys = [k for k in jet.rest if keep is None or k in keep]
@@ -249,6 +262,8 @@ def _elementwise(jet: _Jet, s: Sequence[Array], plan: _Plan) -> _Jet:
                 acc.append(s[1] * r)
             sq = jnp.sum(jnp.square(_select(first, [plan.dirs.index(a) for a in axes])), 0)
             acc.append(s[2] * sq)
+        elif kind in ("gl", "b"):
+            acc.append(_bilaplacian.elementwise(key, s, lambda k: jet.row(k, plan.dirs)))
         else:
             for j, terms in _faa_di_bruno(axes):
                 prods = []
@@ -297,14 +312,39 @@ def _product(a: _Jet, b: _Jet, plan: _Plan) -> _Jet:
             if a.first is not None and b.first is not None:
                 pos = [plan.dirs.index(i) for i in axes]
                 terms.append(2.0 * jnp.sum(_select(a.first, pos) * _select(b.first, pos), 0))
+        elif kind in ("gl", "b"):
+            pair = lambda k: _pair(a.row(k, plan.dirs), b.row(k, plan.dirs))  # noqa: E731
+            groups = _bilaplacian.terms(key, pair, _add_pair)
+            terms.append(_bilaplacian.evaluate(groups, functools.partial(_product_form, a.value, b.value)))
         else:
             for c, axes_a, axes_b in _leibniz(axes):
                 ra, rb = row(a, axes_a), row(b, axes_b)
                 if ra is not None and rb is not None:
                     terms.append(ra * rb if c == 1 else c * (ra * rb))
+        terms = [t for t in terms if t is not None]
         if terms:
             rest[key] = functools.reduce(operator.add, terms)
     return _Jet(a.value * b.value, functools.reduce(operator.add, first), rest)
+
+
+def _pair(ra: Array | None, rb: Array | None) -> tuple | None:
+    return None if ra is None and rb is None else (ra, rb)
+
+
+def _add_pair(p: tuple, q: tuple) -> tuple:
+    return tuple(x if y is None else y if x is None else x + y for x, y in zip(p, q, strict=True))
+
+
+def _product_form(a: Array, b: Array, k: int, vs: Sequence[tuple]) -> Array | None:
+    """$D^k m[v_1..v_k]$ of $m(a, b) = ab$ at $(a, b)$, tangents $v_i = (r_a, r_b)$ (``None``
+    components are zero): $D m[v] = r_a b + a r_b$, $D^2 m[v, w] = v_a w_b + w_a v_b$, 0 beyond."""
+    if k == 1:
+        ((ra, rb),) = vs
+        return _bilaplacian.total([None if ra is None else ra * b, None if rb is None else a * rb])
+    if k == 2:
+        (va, vb), (wa, wb) = vs
+        return _bilaplacian.total([_bilaplacian.product(va, wb), _bilaplacian.product(wa, vb)])
+    return None
 
 
 def _scale(a: _Jet, c) -> _Jet:
@@ -619,6 +659,23 @@ def _directional(g: Callable, e: Array, eps: Array) -> Array:
     return jax.jvp(g, (eps,), (e,))[1]
 
 
+def _tuple_or_none(rows: tuple) -> tuple | None:
+    return None if all(r is None for r in rows) else rows
+
+
+def _generic_form(fn: Callable, values: tuple, k: int, vs: Sequence[tuple]) -> Array:
+    """$D^k f[v_1..v_k]$ at ``values`` by $k$ nested jvps (``None`` tangents are zero)."""
+    g = fn
+    for v in vs:
+        t = tuple(jnp.zeros_like(x) if r is None else r for x, r in zip(values, v, strict=True))
+        g = functools.partial(_jvp_along, g, t)
+    return g(*values)
+
+
+def _jvp_along(g: Callable, tangents: tuple, *primals) -> Array:
+    return jax.jvp(g, primals, tangents)[1]
+
+
 def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
     """The jet of ``fn(*z)`` from the jets of its inputs, for any JAX function ``fn``.
 
@@ -651,6 +708,12 @@ def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
             t_s = tuple(_select(f, pos) for f in firsts)
             quad = jax.vmap(lambda *t: _second_directional(fn, values, t))(*t_s)
             rest[key] = lin + jnp.sum(quad, 0)
+        elif kind in ("gl", "b"):
+            rows = lambda k: _tuple_or_none(tuple(j.row(k, plan.dirs) for j in jets))  # noqa: E731
+            groups = _bilaplacian.terms(key, rows, _add_pair)
+            form = functools.partial(_generic_form, fn, values)
+            if (row := _bilaplacian.evaluate(groups, form)) is not None:
+                rest[key] = row
     orders = sorted({len(a) for kind, a in plan.rest if kind == "p"})
     for k in orders:
         alphas = [a for kind, a in plan.rest if kind == "p" and len(a) == k]
@@ -737,6 +800,8 @@ class Taylor(AbstractDiffMethod):
                     out[r] = functools.reduce(operator.add, diag)
                 else:
                     out[r] = jnp.zeros((), jet.value.dtype)
+            elif r.kind == "biharmonic":
+                out[r] = jet.row_or_zero(("b", r.axes), plan.dirs)[r.out]
             elif r.axes:
                 out[r] = jet.row_or_zero(("p", r.axes), plan.dirs)[r.out]
             else:
