@@ -8,7 +8,10 @@ A *jet* of a quantity $z(x) \\in \\mathbb{R}^n$ at a point $x$ is its value plus
   over the axes $S$ (carried as one row, never as $|S|$ second derivatives);
 - a mixed-partial row $\\partial_\\alpha z$ for every requested multi-index $\\alpha$ of
   order $\\ge 2$ and for all of its sub-multisets (the set is closed downwards, which is
-  what Faà di Bruno's formula below needs).
+  what Faà di Bruno's formula below needs);
+- for a bi-Laplacian request over $S$: the Hessian rows over $S$, one row
+  $\\partial_c \\Delta_S z$ per $c \\in S$ and one row $\\Delta_S^2 z$ (third and fourth
+  orders collapsed into the sums the operator reads; rules in `_bilaplacian`).
 
 The jet of the input $x$ is $(x, e_{a_1}, \\dots, e_{a_p})$ with no higher rows, and it is
 pushed through the network layer by layer:
@@ -767,7 +770,9 @@ class Taylor(AbstractDiffMethod):
     A residual that asks for $u$, $\\nabla u$, $\\Delta u$ and $u_t$ pays for one
     propagation of $1 + d + 1$ rows, not for three derivative passes; the Laplacian is
     propagated as one row and never through a $d \\times d$ Hessian. Mixed partials of
-    order 2–4 (and higher) are carried as one row per multi-index that the request needs.
+    order 2–4 (and higher) are carried as one row per multi-index that the request needs;
+    a bi-Laplacian (`Fields.biharmonic`) as $d$ rows $\\partial_c \\Delta u$ and one row
+    $\\Delta^2 u$ on top of the Hessian rows.
 
     Fast closed-form rules cover `pinnkit.nn.Network` with an `MLP` core (all activations
     of `pinnkit.nn.ACTIVATIONS`), `Normalize` / `PeriodicEmbedding` / `FourierFeatures`
