@@ -27,9 +27,11 @@ $$\\Delta^2 f = Df[B] + 4 \\sum_a D^2f[z_a, G_a] + D^2f[L, L] + 2 \\sum_{a,b} D^
   + 2 \\sum_a D^3f[L, z_a, z_a] + 4 \\sum_{a,b} D^3f[z_a, z_b, z_{ab}]
   + \\sum_{a,b} D^4f[z_a, z_a, z_b, z_b].$$
 
-`terms` lists these as data; the generic rule and the product rule evaluate them with
-their own multilinear maps $D^k f$. For an element-wise $\\sigma$ ($D^k \\sigma[v_1..v_k] =
-s_k \\prod v_i$) the sums factor, with $Q = \\sum_a z_a^2$, into `elementwise`:
+`terms` lists these as data; the generic rule (`of_function`, each $D^k f[\\dots]$ by $k$
+nested `jax.jvp`s) and the product rule (`of_product`: for $m(a, b) = ab$, $D^2 m$ is the
+cross term and $D^{3,4} m = 0$) evaluate them with their own multilinear maps. For an
+element-wise $\\sigma$ ($D^k \\sigma[v_1..v_k] = s_k \\prod v_i$) the sums factor, with
+$Q = \\sum_a z_a^2$, into `elementwise`:
 
 $$\\partial_c \\Delta \\sigma = s_1 G_c + s_2 \\big(z_c L + 2 \\textstyle\\sum_a z_a z_{ca}\\big)
   + s_3 z_c Q,$$
@@ -43,6 +45,9 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
 
 # A row getter maps a row key to that row, or None where the row is known to be zero.
 Rows = Callable[[tuple], object]
@@ -134,3 +139,48 @@ def elementwise(key: tuple, s: Sequence, row: Rows):
     second = total([_scaled(4, zg), product(lap, lap), _scaled(2, h2)])
     third = total([_scaled(2, product(q, lap)), _scaled(4, zhz)])
     return total([product(s[1], row(key)), product(s[2], second), product(s[3], third), s[4] * q * q])
+
+
+# ---- rows of functions of several jets: rows are tuples over the inputs -----------------
+
+
+def _inputs(rows: tuple) -> tuple | None:
+    return None if all(r is None for r in rows) else rows
+
+
+def _add_inputs(p: tuple, q: tuple) -> tuple:
+    return tuple(x if y is None else y if x is None else x + y for x, y in zip(p, q, strict=True))
+
+
+def of_function(key: tuple, fn: Callable, values: tuple, rows: Callable[[tuple], tuple]):
+    """The row ``key`` of ``fn(*z)`` for any JAX function, given the inputs' ``values`` and
+    ``rows(k)`` = the tuple of the inputs' rows ``k`` (``None`` entries: zero)."""
+
+    def form(k, vs):
+        g = fn
+        for v in vs:
+            t = tuple(jnp.zeros_like(x) if r is None else r for x, r in zip(values, v, strict=True))
+            g = functools.partial(_jvp_along, g, t)
+        return g(*values)
+
+    return evaluate(terms(key, lambda k: _inputs(rows(k)), _add_inputs), form)
+
+
+def _jvp_along(g: Callable, tangents: tuple, *primals):
+    return jax.jvp(g, primals, tangents)[1]
+
+
+def of_product(key: tuple, a, b, rows: Callable[[tuple], tuple]):
+    """The row ``key`` of the element-wise product $ab$ (values ``a``, ``b``; ``rows(k)`` =
+    ``(row of a, row of b)``): $D m[v] = v_a b + a v_b$, $D^2 m[v, w] = v_a w_b + w_a v_b$."""
+
+    def form(k, vs):
+        if k == 1:
+            ((va, vb),) = vs
+            return total([None if va is None else va * b, None if vb is None else a * vb])
+        if k == 2:
+            (va, vb), (wa, wb) = vs
+            return total([product(va, wb), product(wa, vb)])
+        return None
+
+    return evaluate(terms(key, lambda k: _inputs(rows(k)), _add_inputs), form)

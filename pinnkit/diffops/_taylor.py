@@ -316,9 +316,8 @@ def _product(a: _Jet, b: _Jet, plan: _Plan) -> _Jet:
                 pos = [plan.dirs.index(i) for i in axes]
                 terms.append(2.0 * jnp.sum(_select(a.first, pos) * _select(b.first, pos), 0))
         elif kind in ("gl", "b"):
-            pair = lambda k: _pair(a.row(k, plan.dirs), b.row(k, plan.dirs))  # noqa: E731
-            groups = _bilaplacian.terms(key, pair, _add_pair)
-            terms.append(_bilaplacian.evaluate(groups, functools.partial(_product_form, a.value, b.value)))
+            rows = lambda k: (a.row(k, plan.dirs), b.row(k, plan.dirs))  # noqa: E731
+            terms.append(_bilaplacian.of_product(key, a.value, b.value, rows))
         else:
             for c, axes_a, axes_b in _leibniz(axes):
                 ra, rb = row(a, axes_a), row(b, axes_b)
@@ -328,26 +327,6 @@ def _product(a: _Jet, b: _Jet, plan: _Plan) -> _Jet:
         if terms:
             rest[key] = functools.reduce(operator.add, terms)
     return _Jet(a.value * b.value, functools.reduce(operator.add, first), rest)
-
-
-def _pair(ra: Array | None, rb: Array | None) -> tuple | None:
-    return None if ra is None and rb is None else (ra, rb)
-
-
-def _add_pair(p: tuple, q: tuple) -> tuple:
-    return tuple(x if y is None else y if x is None else x + y for x, y in zip(p, q, strict=True))
-
-
-def _product_form(a: Array, b: Array, k: int, vs: Sequence[tuple]) -> Array | None:
-    """$D^k m[v_1..v_k]$ of $m(a, b) = ab$ at $(a, b)$, tangents $v_i = (r_a, r_b)$ (``None``
-    components are zero): $D m[v] = r_a b + a r_b$, $D^2 m[v, w] = v_a w_b + w_a v_b$, 0 beyond."""
-    if k == 1:
-        ((ra, rb),) = vs
-        return _bilaplacian.total([None if ra is None else ra * b, None if rb is None else a * rb])
-    if k == 2:
-        (va, vb), (wa, wb) = vs
-        return _bilaplacian.total([_bilaplacian.product(va, wb), _bilaplacian.product(wa, vb)])
-    return None
 
 
 def _scale(a: _Jet, c) -> _Jet:
@@ -662,23 +641,6 @@ def _directional(g: Callable, e: Array, eps: Array) -> Array:
     return jax.jvp(g, (eps,), (e,))[1]
 
 
-def _tuple_or_none(rows: tuple) -> tuple | None:
-    return None if all(r is None for r in rows) else rows
-
-
-def _generic_form(fn: Callable, values: tuple, k: int, vs: Sequence[tuple]) -> Array:
-    """$D^k f[v_1..v_k]$ at ``values`` by $k$ nested jvps (``None`` tangents are zero)."""
-    g = fn
-    for v in vs:
-        t = tuple(jnp.zeros_like(x) if r is None else r for x, r in zip(values, v, strict=True))
-        g = functools.partial(_jvp_along, g, t)
-    return g(*values)
-
-
-def _jvp_along(g: Callable, tangents: tuple, *primals) -> Array:
-    return jax.jvp(g, primals, tangents)[1]
-
-
 def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
     """The jet of ``fn(*z)`` from the jets of its inputs, for any JAX function ``fn``.
 
@@ -712,10 +674,8 @@ def _generic(fn: Callable, jets: tuple[_Jet, ...], plan: _Plan) -> _Jet:
             quad = jax.vmap(lambda *t: _second_directional(fn, values, t))(*t_s)
             rest[key] = lin + jnp.sum(quad, 0)
         elif kind in ("gl", "b"):
-            rows = lambda k: _tuple_or_none(tuple(j.row(k, plan.dirs) for j in jets))  # noqa: E731
-            groups = _bilaplacian.terms(key, rows, _add_pair)
-            form = functools.partial(_generic_form, fn, values)
-            if (row := _bilaplacian.evaluate(groups, form)) is not None:
+            rows = lambda k: tuple(j.row(k, plan.dirs) for j in jets)  # noqa: E731
+            if (row := _bilaplacian.of_function(key, fn, values, rows)) is not None:
                 rest[key] = row
     orders = sorted({len(a) for kind, a in plan.rest if kind == "p"})
     for k in orders:
