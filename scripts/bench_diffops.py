@@ -203,7 +203,9 @@ def measure(case: str, opname: str, d: int, reps: int, skip=()) -> dict[str, Cel
     if case == "B":
         cells["plain"] = Cell(plain_fn(static), (params, X, F))
     if opname in VARIANTS:
-        cells["variant"] = Cell(forward_fn(VARIANTS[opname][1], static, layout), (params, X))
+        fn = train_fn if case == "B" else forward_fn
+        args = (params, X, F) if case == "B" else (params, X)
+        cells["variant"] = Cell(fn(VARIANTS[opname][1], static, layout), args)
     for _ in range(reps):
         for c in cells.values():
             if c is not None:
@@ -257,6 +259,11 @@ def main():
     parser.add_argument("--dims", type=int, nargs="*", default=None)
     parser.add_argument("--only-c", action="store_true", help="only the (C) operators")
     parser.add_argument(
+        "--train-c",
+        action="store_true",
+        help="also value_and_grad of mean((Δ²u − 1)²) (taylor, as partials, jacfwd(jacrev) only)",
+    )
+    parser.add_argument(
         "--hessian-max-d", type=int, default=128, help="skip the nested-autodiff columns above"
     )
     args = parser.parse_args()
@@ -283,6 +290,10 @@ def main():
         if op in VARIANTS:
             rows.append((VARIANTS[op][0], {**cells, "taylor": cells["variant"]}))
     out.append(table("(C) fourth- and third-order operators, d = 2", rows, label="operator"))
+    if args.train_c:  # nested hessian and folx training take minutes to compile: left out
+        cells = measure("B", "biharmonic", 2, reps, skip=("hessian", "folx"))
+        rows = [("biharmonic", cells), (VARIANTS["biharmonic"][0], {**cells, "taylor": cells["variant"]})]
+        out.append(table("(C, training) value_and_grad of mean((Δ²u − 1)²), d = 2", rows, label="operator"))
     print("\n\n".join(out))
 
 
