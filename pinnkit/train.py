@@ -468,7 +468,11 @@ def fit(
       process, every process writes-or-waits for one checkpoint at the same step and
       `RESULTS.interrupted` is returned.
     - `evaluate`: optional ``(network, coeffs) -> dict`` called every
-      ``train.eval_every`` steps on every process; its result is logged.
+      ``train.eval_every`` steps on every process; its result is logged as
+      ``{"step", "eval", "wall_s", "cpu_s"}``, the last two the training clock: wall and
+      process CPU seconds since this call began (set-up and compilation included), less
+      the time spent in earlier evaluations and this one. A resumed run's clock starts
+      again at 0. Time-to-accuracy figures are read from these records.
     - `throw`: raise `TrainingError` on a non-finite loss instead of returning.
     - `accumulate`: split each step's batch into this many micro-batches (gradient
       accumulation; the same step, in less memory).
@@ -483,6 +487,7 @@ def fit(
     """
     cfg = run.config
     t_start = time.perf_counter()
+    clock = _TrainClock()
     if remat not in REMAT:
         raise ConfigError(f"remat={remat!r}: expected one of {', '.join(REMAT)}")
     check_accumulate(run, accumulate)
@@ -582,7 +587,10 @@ def fit(
                 rate = timed_steps / timed_s if timed_s > 0 else n / dt
                 log.update(step, n, float(m["loss"][-1]), rate)
                 if evaluate is not None and next_eval and step >= next_eval:
-                    rec = {"step": step, "eval": evaluate(*_model(state, static))}
+                    wall_s, cpu_s = clock.pause()
+                    rec = {"step": step, "eval": evaluate(*_model(state, static)),
+                           "wall_s": round(wall_s, 3), "cpu_s": round(cpu_s, 3)}
+                    clock.resume()
                     history.append(rec)
                     _append_lines(metrics_path, [rec])
                     next_eval = _next_multiple(step, cfg.train.eval_every)
@@ -710,6 +718,23 @@ def _gauss_newton(run: Run, static, ph: Phase) -> Callable | None:
     from .optim import make_gauss_newton
 
     return make_gauss_newton(run, static)
+
+
+class _TrainClock:
+    """Wall (`time.perf_counter`) and process CPU (`time.process_time`) seconds since
+    creation, less the intervals between `pause` and `resume` (evaluations)."""
+
+    def __init__(self):
+        self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+        self.paused = (0.0, 0.0)
+
+    def pause(self) -> tuple[float, float]:
+        self.paused = (time.perf_counter(), time.process_time())
+        return self.paused[0] - self.wall0, self.paused[1] - self.cpu0
+
+    def resume(self) -> None:
+        self.wall0 += time.perf_counter() - self.paused[0]
+        self.cpu0 += time.process_time() - self.paused[1]
 
 
 def _model(state: TrainState, static):
