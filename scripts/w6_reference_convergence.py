@@ -3,6 +3,7 @@ solves at several truncations / time steps and prints Williamson's normalised l2
 differences on the 48-latitude metrics grid against the finest (issue 6, docs/climate.md).
 
     python scripts/w6_reference_convergence.py                    # T42, T85, T85 (dt/2), T170; 1 day
+    python scripts/w6_reference_convergence.py --runs 85:600 85:300 85:150 85:75   # time steps
     python scripts/w6_reference_convergence.py --days 0.25 --runs 21:2400 42:1200
 
 Each solve is cached in ``$PINNKIT_CACHE`` (default ~/.cache/pinnkit), the same cache the
@@ -27,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="TRUNCATION:DT_S, the last is the reference for the others")
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
     args = ap.parse_args(argv)
-    from pinnkit.sphere import gaussian_grid, williamson_errors
     from pinnkit.solvers.shallow_water import williamson6_reference
+    from pinnkit.sphere import gaussian_grid, williamson_errors
     from problems.climate import EARTH_OMEGA, EARTH_RADIUS, GRAVITY
 
     si = dict(omega_rh=7.848e-6, K_rh=7.848e-6, wave=4, h0=8000.0, gravity=GRAVITY, radius=EARTH_RADIUS,
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         sols[run] = williamson6_reference(int(L), args.days, float(dt), 48, cache_dir=cache, **si)
         print(f"T{L} dt {dt} s: {time.perf_counter() - start:.1f} s (solve {sols[run]['wall_s']:.1f} s "
-              f"when computed), energy drift {sols[run]['energy_drift']:.2e}, load {os.getloadavg()}", flush=True)
+              f"when computed), energy drift {sols[run]['energy_drift']:.2e}, load {os.getloadavg()}",
+              flush=True)
     best = sols[args.runs[-1]]
     anomaly = lambda p: p - np.sum(w * p) / np.sum(w)
     wind = lambda s: np.stack([s["u"], s["v"]], -1)

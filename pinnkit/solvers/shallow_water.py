@@ -21,10 +21,10 @@ after each step, the exact decay $e^{-\Delta t\,\nu_4 (l(l+1))^2/a^4}$ of every
 coefficient with $\nu_4 = a^4/(\tau\,(L(L+1))^2)$: the top degree $L$ decays with
 e-folding time $\tau$ = ``diffusion_hours`` (6 h: $\nu_4 \approx 1.4\times10^{15}$ m⁴/s at
 T85, $8.8\times10^{13}$ at T170). Off because over the one-day horizon the Rossby–Haurwitz
-wave stays smooth, while diffusion of that size changes it: with 6 h it damps the
-degree-5 wave by 1.6e-5 per 6 h at T85 and dominates the T42–T85 difference
-(h-anomaly 5.7e-4 after 6 hours against ~1e-5 without; docs/climate.md). Needed for long
-runs (Williamson's 14 days), where the cascade reaches the truncation.
+wave stays smooth without it (T85 and T170 agree to 3.5e-7 in the height anomaly at
+day 1, docs/climate.md), while 6 h at the top degree would damp the degree-5 wave itself
+by ~1.6e-5 per 6 h at T85. Needed for long runs (Williamson's 14 days), where the
+cascade reaches the truncation.
 
 **Units**: SI in and out; inside, dinosaur's scales (length $a$, time $1/(2\Omega)$).
 Everything runs in float64 (enabled locally, restored after). Convergence (day 1,
