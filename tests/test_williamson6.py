@@ -86,6 +86,25 @@ def test_williamson2_stays_steady():
     assert abs(out["mass_drift"]) < 1e-13 and abs(out["energy_drift"]) < 1e-12
 
 
+def test_hyperdiffusion_rate():
+    """With hyperdiffusion (top degree L = 22 e-folds in 6 h) the degree-2 height anomaly
+    of Williamson 2 decays over a day by 1 - exp(-4 (6/(22·23))²) = 5.6e-4 if diffusion
+    acted alone; geostrophic adjustment passes part of the loss to the wind (measured
+    4.4e-4, i.e. 0.78 of it). Bounds 0.5–1.0 of the prediction: a wrong order or
+    normalisation of nu4 is off by a factor of 8 or more."""
+    pytest.importorskip("dinosaur", reason="the climate extra (dinosaur) is not installed")
+    from pinnkit.solvers.shallow_water import solve_shallow_water
+
+    out = solve_shallow_water(_williamson2_initial(), 21, 1.0, 1200.0, nlat=16, diffusion_hours=6.0)
+    lon, lat, w = gaussian_grid(16)
+    exact = _williamson2_initial()(*np.meshgrid(lon, lat, indexing="ij"))
+    anomaly = lambda p: p - np.sum(w * p) / np.sum(w)
+    a, b = anomaly(out["phi"]), anomaly(exact["phi"])
+    decay = 1 - np.sum(w * a * b) / np.sum(w * b * b)
+    predicted = 1 - math.exp(-4 * (6 / (22 * 23)) ** 2)
+    assert 0.5 * predicted < decay < predicted
+
+
 def test_williamson6_two_resolutions_agree(tmp_path):
     """T31 and T42 agree after 6 hours (the fast stand-in for the T85/T170 comparison in
     docs/climate.md), the wave has moved east at about its barotropic speed (differences
