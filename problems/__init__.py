@@ -7,7 +7,7 @@ registration decorators, no import-time side effects.
 
 from .allen_cahn import allen_cahn
 from .burgers import burgers
-from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2
+from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
 from .expression import expression
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import (
@@ -39,5 +39,6 @@ PROBLEMS = {
     "ebm": ebm,
     "tracer_transport": tracer_transport,
     "williamson2": williamson2,
+    "williamson6": williamson6,
     "rossby_haurwitz": rossby_haurwitz,
 }

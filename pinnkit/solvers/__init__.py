@@ -6,6 +6,8 @@
 - `burgers`: the exact viscous Burgers solution (P3) by Cole–Hopf and Gauss–Hermite
   quadrature.
 - `allen_cahn`: the Allen–Cahn reference (P6) by Fourier spectral ETDRK4.
+- `shallow_water`: the shallow-water equations on the sphere, Williamson test 6 (C4),
+  by the spectral model dinosaur (the optional ``climate`` extra, imported on first use).
 
 Nothing here changes JAX's configuration; functions that need float64 for their stated
 accuracy say so, and the caller enables it (``with jax.enable_x64(True): ...``).
@@ -19,6 +21,9 @@ from .allen_cahn import solve_allen_cahn as solve_allen_cahn
 from .burgers import BURGERS_NU as BURGERS_NU
 from .burgers import burgers_cole_hopf as burgers_cole_hopf
 from .burgers import burgers_reference as burgers_reference
+from .shallow_water import solve_shallow_water as solve_shallow_water
+from .shallow_water import williamson6_initial as williamson6_initial
+from .shallow_water import williamson6_reference as williamson6_reference
 from .spectral_ns2d import KolmogorovForcing as KolmogorovForcing
 from .spectral_ns2d import fourier_interpolate as fourier_interpolate
 from .spectral_ns2d import periodic_grid as periodic_grid
