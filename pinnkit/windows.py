@@ -7,8 +7,9 @@ another, each for ``train.steps`` steps (the whole optimiser schedule restarts p
 window). Window $w > 0$ solves the same PDE on $[\tau_w, \tau_{w+1}]\times\Omega$ with the
 initial condition $u(\tau_w, x) = u_{w-1}(\tau_w, x)$, the previous window's trained
 network (a frozen constant), and starts from that network's parameters (warm start).
-Input normalisation keeps the full interval's bounds, so all windows share one network
-layout. Causal weights are rebuilt on each window's interval.
+Input normalisation keeps the full interval's bounds (``train.window_time: global``), so
+a warm start is the previous network's extrapolation, or maps each window onto $[-1, 1]$
+(``local``: the same temporal resolution in every window, whatever their number). Causal weights are rebuilt on each window's interval.
 
 The final model is `Windowed`: the piecewise network that evaluates, at a point with
 time $t$, the network of the window containing $t$ (the earlier window at an edge).
@@ -140,7 +141,27 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
             return net(jnp.where(jnp.arange(x.shape[0]) == t_axis, jnp.asarray(a, x.dtype), x))
 
         network = eqx.tree_at(lambda n: n.transform, previous, previous.transform.restart(a, b, start))
+    if run.config.train.window_time == "local":
+        network = local_time(network, a, b, p.domain.coords.index("t"))
     return dataclasses.replace(run, problem=problem, network=network, weighting=weighting)
+
+
+def local_time(network: eqx.Module, a: float, b: float, t_axis: int) -> eqx.Module:
+    """``network`` with its input map rescaled so that the window $[a, b]$ maps onto
+    $[-1, 1]$ in time (``train.window_time: local``): `SphereEmbedding`-like maps (fields
+    ``t0``, ``t1``) get ``t0=a, t1=b``; `Normalize`/`PeriodicEmbedding`-like ones (``lower``,
+    ``upper``) get their time entry replaced. Parameters are unchanged (warm start)."""
+
+    def rescale(e):
+        if getattr(e, "t0", None) is not None and hasattr(e, "t1"):
+            return dataclasses.replace(e, t0=a, t1=b)
+        if hasattr(e, "lower") and hasattr(e, "upper"):
+            lo, hi = list(e.lower), list(e.upper)
+            lo[t_axis], hi[t_axis] = a, b
+            return dataclasses.replace(e, lower=tuple(lo), upper=tuple(hi))
+        return e
+
+    return eqx.tree_at(lambda n: n.embedding, network, tuple(rescale(e) for e in network.embedding))
 
 
 def window_dir(out: Path | None, w: int) -> Path | None:

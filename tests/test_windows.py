@@ -74,7 +74,8 @@ def test_hard_initial_condition_restarts_per_window(tmp_path):
     (the constraint's ramp vanishes there), window 0 starts from the exact bell, and the
     run directory reloads the same piecewise model (each window's layout rebuilt)."""
     cfg = load_config(ROOT / "climate_tracer.yaml",
-                      ["train.time_windows=3", "train.steps=10", "eval.resolution=4"])
+                      ["train.time_windows=3", "train.window_time=local", "train.steps=10",
+                       "eval.resolution=4"])
     summary = train_to_dir(cfg, tmp_path / "r", progress=False, plots=False, mesh=make_mesh(1))
     data = load_run(tmp_path / "r")
     model = data.network
@@ -94,3 +95,16 @@ def test_hard_initial_condition_restarts_per_window(tmp_path):
     predict = lambda pts: np.asarray(jax.vmap(model)(jnp.asarray(pts, jnp.float32)))
     e = data.problem.metrics(predict)["h"]["l2"]
     np.testing.assert_allclose(e, summary["metrics"]["h"]["l2"], rtol=1e-4)
+
+
+def test_local_window_time_rescales_only_the_time_input():
+    """``train.window_time: local``: the window [0.25, 0.5] of Burgers' t in [0, 1] maps
+    onto [-1, 1] (Normalize's time entry), x keeps its map and the parameters are shared."""
+    from pinnkit.windows import local_time
+
+    run = build_run(_cfg("train.time_windows=4"), mesh=make_mesh(1))
+    net = local_time(run.network, 0.25, 0.5, 0)
+    norm = net.embedding[0]
+    pts = jnp.array([[0.25, -1.0], [0.5, 1.0], [0.375, 0.0]])
+    np.testing.assert_allclose(jax.vmap(norm)(pts), [[-1, -1], [1, 1], [0, 0]], atol=1e-6)
+    assert jax.tree_util.tree_leaves(net) == jax.tree_util.tree_leaves(run.network)
