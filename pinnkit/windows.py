@@ -9,7 +9,8 @@ initial condition $u(\tau_w, x) = u_{w-1}(\tau_w, x)$, the previous window's tra
 network (a frozen constant), and starts from that network's parameters (warm start).
 Input normalisation keeps the full interval's bounds (``train.window_time: global``), so
 a warm start is the previous network's extrapolation, or maps each window onto $[-1, 1]$
-(``local``: the same temporal resolution in every window, whatever their number). Causal weights are rebuilt on each window's interval.
+(``local``: the same temporal resolution in every window, whatever their number).
+Causal weights are rebuilt on each window's interval.
 
 The final model is `Windowed`: the piecewise network that evaluates, at a point with
 time $t$, the network of the window containing $t$ (the earlier window at an edge).
