@@ -213,7 +213,8 @@ class OptimConfig:
 class TrainConfig:
     """``train``: total steps, steps per dispatch (``chunk``), logging cadence, seed, and the
     memory options for large problems (``accumulate``, ``remat``, ``donate``), and time
-    marching in ``time_windows`` windows of ``steps`` steps each (`pinnkit.windows`)."""
+    marching in ``time_windows`` windows of ``steps`` steps each (`pinnkit.windows`), whose
+    networks see time normalised over the whole interval or their own (``window_time``)."""
 
     steps: int = 1000
     chunk: int = 100
@@ -224,6 +225,7 @@ class TrainConfig:
     remat: Literal["none", "dots", "full"] = "none"
     donate: bool = False
     time_windows: int = 1
+    window_time: Literal["global", "local"] = "global"
 
 
 @dataclass(frozen=True)

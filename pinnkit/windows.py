@@ -1,13 +1,16 @@
-r"""Time marching in windows (``train.time_windows``) for any `SpaceTime` problem with an
-``initial`` term.
+r"""Time marching in windows (``train.time_windows``) for any time-dependent problem (a
+domain with a ``t`` coordinate and an interval ``t0, t1``: `SpaceTime`, a timed `Sphere`)
+with an ``initial`` term.
 
 $[t_0, t_1]$ is split into $N$ equal windows $[\tau_w, \tau_{w+1}]$, trained one after
 another, each for ``train.steps`` steps (the whole optimiser schedule restarts per
 window). Window $w > 0$ solves the same PDE on $[\tau_w, \tau_{w+1}]\times\Omega$ with the
 initial condition $u(\tau_w, x) = u_{w-1}(\tau_w, x)$, the previous window's trained
 network (a frozen constant), and starts from that network's parameters (warm start).
-Input normalisation keeps the full interval's bounds, so all windows share one network
-layout. Causal weights are rebuilt on each window's interval.
+Input normalisation keeps the full interval's bounds (``train.window_time: global``), so
+a warm start is the previous network's extrapolation, or maps each window onto $[-1, 1]$
+(``local``: the same temporal resolution in every window, whatever their number).
+Causal weights are rebuilt on each window's interval.
 
 The final model is `Windowed`: the piecewise network that evaluates, at a point with
 time $t$, the network of the window containing $t$ (the earlier window at an edge).
@@ -27,7 +30,6 @@ from jaxtyping import Array, Float
 
 from ._types import Point
 from .build import Run
-from .domains import SpaceTime
 from .errors import ConfigError
 from .problem import Problem
 from .terms import Initial
@@ -73,22 +75,45 @@ def window_edges(problem: Problem, n: int) -> tuple[float, ...]:
     return tuple(float(v) for v in np.linspace(d.t0, d.t1, n + 1))
 
 
+def _timed(domain) -> bool:
+    return "t" in domain.coords and getattr(domain, "t0", None) is not None
+
+
+def cut_domain(domain, a: float, b: float):
+    """The same domain on the time interval $[a, b]$ (`SpaceTime` or a timed `Sphere`:
+    any dataclass domain with ``t0``, ``t1`` fields)."""
+    return dataclasses.replace(domain, t0=a, t1=b)
+
+
+def hard_start(network) -> bool:
+    """Whether the network's output transform is a hard initial condition that can be
+    restarted at a window edge: it has ``restart(t0, t1, value) -> transform``."""
+    return callable(getattr(getattr(network, "transform", None), "restart", None))
+
+
 def check_windows(run: Run) -> None:
     """Raises `ConfigError` unless the problem can be marched in time."""
     p = run.problem
     init = [k for k, t in p.terms.items() if isinstance(t, Initial)]
-    if not isinstance(p.domain, SpaceTime) or not init:
+    if not _timed(p.domain) or not (init or hard_start(run.network)):
         raise ConfigError(
             f"train.time_windows={run.config.train.time_windows}: time marching needs a "
-            f"SpaceTime problem with an Initial term; {run.config.problem.name!r} has domain "
+            f"time-dependent (SpaceTime or timed Sphere) problem with an Initial term; "
+            f"{run.config.problem.name!r} has domain "
             f"{type(p.domain).__name__} and terms {sorted(p.terms)} (a hard initial condition "
-            "removes the term). Set train.time_windows: 1 or network.hard_constraint: false"
+            "removes the term and its transform has no restart method). Set "
+            "train.time_windows: 1 or network.hard_constraint: false"
         )
 
 
 def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
     """The run of window ``w``: domain cut to the window, initial condition(s) taken from
-    ``previous`` (window ``w-1``'s trained network) and warm start from it."""
+    ``previous`` (window ``w-1``'s trained network) and warm start from it. A soft initial
+    condition (`Initial` term) gets ``previous`` as its target; a hard one (a transform
+    with ``restart``, see `hard_start`) is restarted at the window's start with
+    ``previous(τ_w, x)`` as its exact value, so the piecewise solution is continuous. The
+    cost of a hard start grows with ``w``: window ``w``'s network evaluates the ``w``
+    earlier ones at their starts."""
     p = run.problem
     edges = window_edges(p, run.config.train.time_windows)
     a, b = edges[w], edges[w + 1]
@@ -103,13 +128,41 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
 
                 terms[k] = dataclasses.replace(t, target=target)
     problem = eqx.tree_at(lambda q: (q.domain, q.terms), p,
-                          (SpaceTime(p.domain.space, a, b), terms))
+                          (cut_domain(p.domain, a, b), terms))
     weighting = run.weighting
     if weighting is not None and weighting.causal is not None:
         causal = dataclasses.replace(weighting.causal, t0=a, t1=b)
         weighting = eqx.tree_at(lambda x: x.causal, weighting, causal)
     network = previous if previous is not None else run.network
+    if previous is not None and hard_start(previous):
+        t_axis = p.domain.coords.index("t")
+
+        def start(x, net=previous, a=a):  # the previous window's state at t = a (frozen)
+            # `where`, not a scatter: the constant must not meet shard_map's varying axes
+            return net(jnp.where(jnp.arange(x.shape[0]) == t_axis, jnp.asarray(a, x.dtype), x))
+
+        network = eqx.tree_at(lambda n: n.transform, previous, previous.transform.restart(a, b, start))
+    if run.config.train.window_time == "local":
+        network = local_time(network, a, b, p.domain.coords.index("t"))
     return dataclasses.replace(run, problem=problem, network=network, weighting=weighting)
+
+
+def local_time(network: eqx.Module, a: float, b: float, t_axis: int) -> eqx.Module:
+    """``network`` with its input map rescaled so that the window $[a, b]$ maps onto
+    $[-1, 1]$ in time (``train.window_time: local``): `SphereEmbedding`-like maps (fields
+    ``t0``, ``t1``) get ``t0=a, t1=b``; `Normalize`/`PeriodicEmbedding`-like ones (``lower``,
+    ``upper``) get their time entry replaced. Parameters are unchanged (warm start)."""
+
+    def rescale(e):
+        if getattr(e, "t0", None) is not None and hasattr(e, "t1"):
+            return dataclasses.replace(e, t0=a, t1=b)
+        if hasattr(e, "lower") and hasattr(e, "upper"):
+            lo, hi = list(e.lower), list(e.upper)
+            lo[t_axis], hi[t_axis] = a, b
+            return dataclasses.replace(e, lower=tuple(lo), upper=tuple(hi))
+        return e
+
+    return eqx.tree_at(lambda n: n.embedding, network, tuple(rescale(e) for e in network.embedding))
 
 
 def window_dir(out: Path | None, w: int) -> Path | None:
@@ -171,18 +224,19 @@ def load_windows(run: Run, run_dir: Path) -> tuple[Windowed, dict, int]:
     from .errors import RunDirError
     from .train import init_extra, split_model
 
-    nets, coeffs, steps = [], {}, 0
-    params, static = split_model(run)
+    nets, coeffs, steps, prev = [], {}, 0, None
     edges = window_edges(run.problem, run.config.train.time_windows)
     for w in range(run.config.train.time_windows):
         found = ckpt.latest_valid(window_dir(run_dir, w) / "checkpoints")
         if found is None:
             break
         path, head = found
+        params, static = split_model(window_run(run, w, prev))  # w's layout (hard start)
         phase = run.phases[min(head["phase"], len(run.phases) - 1)]
         _, (p, _, _) = ckpt.load(path, (params, phase.optimizer.init(params), init_extra(run)))
         net, coeffs = eqx.combine(p, static)
         nets.append(net)
+        prev = net
         steps = w * run.total_steps + int(head["step"])
     if not nets:
         raise RunDirError(f"{run_dir}: no valid checkpoint in windows/w0/checkpoints/")

@@ -65,6 +65,11 @@ class InitialValue(eqx.Module):
     scales: tuple[float, ...] = eqx.field(static=True)
     tau: float | None = eqx.field(static=True, default=None)
 
+    def restart(self, t0: float, t1: float, value: Callable) -> InitialValue:
+        """The same constraint on $[t_0, t_1]$ from the state ``value(x) -> (m,)`` (time
+        marching, `pinnkit.windows`: the previous window's network at $t_0$)."""
+        return InitialValue(t0, t1, value, self.scales, self.tau)
+
     def __call__(self, x, y):
         if self.tau is None:
             phi = (x[0] - self.t0) / (self.t1 - self.t0)
