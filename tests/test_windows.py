@@ -100,6 +100,6 @@ def test_windows_keep_a_hard_initial_condition(tmp_path):
 
 
 def test_windows_with_a_hard_constraint_need_the_initial_batch():
-    cfg = load_config(ROOT / "allen_cahn.yaml", ["train.time_windows=2"])
+    cfg = load_config(ROOT / "allen_cahn.yaml", ["train.time_windows=2", "sampler.batch={pde: 256}"])
     with pytest.raises(ConfigError, match="sampler.batch.initial"):
         fit_windows(build_run(cfg, mesh=make_mesh(1)), progress=False)
