@@ -332,7 +332,8 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
         sampler.check(problem, n_dev)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    unknown_w = set(cfg.weighting.weights) - set(problem.terms)
+    # Weights of enforced terms are kept too: time windows restore those terms (windows.py).
+    unknown_w = set(cfg.weighting.weights) - set(problem.terms) - dropped
     if unknown_w:
         raise ConfigError(
             f"weighting.weights: {sorted(unknown_w)} are not terms of the problem; its "

@@ -91,18 +91,41 @@ def hard_start(network) -> bool:
     return callable(getattr(getattr(network, "transform", None), "restart", None))
 
 
+def enforced_initial(run: Run) -> dict[str, Initial]:
+    """The `Initial` terms that ``network.hard_constraint`` removed from ``run.problem``
+    (``{}`` without a hard constraint): taken from the problem as built without it."""
+    cfg = run.config
+    if not cfg.network.hard_constraint:
+        return {}
+    from .build import build_problem
+
+    soft = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, hard_constraint=False))
+    full = build_problem(soft)
+    return {k: t for k, t in full.terms.items()
+            if isinstance(t, Initial) and k in full.enforced and k not in run.problem.terms}
+
+
 def check_windows(run: Run) -> None:
     """Raises `ConfigError` unless the problem can be marched in time."""
-    p = run.problem
-    init = [k for k, t in p.terms.items() if isinstance(t, Initial)]
-    if not _timed(p.domain) or not (init or hard_start(run.network)):
+    p, cfg = run.problem, run.config
+    hard = hard_start(run.network)
+    restored = {} if hard else enforced_initial(run)
+    init = [k for k, t in p.terms.items() if isinstance(t, Initial)] + list(restored)
+    if not _timed(p.domain) or not (init or hard):
         raise ConfigError(
-            f"train.time_windows={run.config.train.time_windows}: time marching needs a "
+            f"train.time_windows={cfg.train.time_windows}: time marching needs a "
             f"time-dependent (SpaceTime or timed Sphere) problem with an Initial term; "
-            f"{run.config.problem.name!r} has domain "
-            f"{type(p.domain).__name__} and terms {sorted(p.terms)} (a hard initial condition "
-            "removes the term and its transform has no restart method). Set "
-            "train.time_windows: 1 or network.hard_constraint: false"
+            f"{cfg.problem.name!r} has domain "
+            f"{type(p.domain).__name__} and terms {sorted(p.terms)}. Set "
+            "train.time_windows: 1"
+        )
+    missing = sorted(k for k in restored if k not in cfg.sampler.batch)
+    if missing:
+        raise ConfigError(
+            f"train.time_windows={cfg.train.time_windows} with network.hard_constraint: "
+            f"windows after the first impose continuity through the term(s) {missing} that "
+            "the hard constraint removes, so they need a batch size: add e.g. "
+            f"sampler.batch.{missing[0]}: 512"
         )
 
 
@@ -111,15 +134,27 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
     ``previous`` (window ``w-1``'s trained network) and warm start from it. A soft initial
     condition (`Initial` term) gets ``previous`` as its target; a hard one (a transform
     with ``restart``, see `hard_start`) is restarted at the window's start with
-    ``previous(τ_w, x)`` as its exact value, so the piecewise solution is continuous. The
-    cost of a hard start grows with ``w``: window ``w``'s network evaluates the ``w``
+    ``previous(τ_w, x)`` as its exact value, so the piecewise solution is continuous; a
+    hard one without ``restart`` (see `enforced_initial`) is exact in window 0 and imposed
+    as a soft term after it. The cost of a hard start grows with ``w``: window ``w``'s network evaluates the ``w``
     earlier ones at their starts."""
-    p = run.problem
-    edges = window_edges(p, run.config.train.time_windows)
+    p, cfg = run.problem, run.config
+    edges = window_edges(p, cfg.train.time_windows)
     a, b = edges[w], edges[w + 1]
     terms = dict(p.terms)
+    sampler, weights, weighting = run.sampler, run.weights, run.weighting
     if previous is not None:
-        for k, t in p.terms.items():
+        # a hard initial condition without `restart`: continuity by the soft term after window 0
+        restored = {} if hard_start(previous) else enforced_initial(run)
+        if restored:
+            terms.update(restored)
+            sampler = dataclasses.replace(
+                sampler, batch={**sampler.batch, **{k: cfg.sampler.batch[k] for k in restored}})
+            extra_w = {k: float(cfg.weighting.weights.get(k, 1.0)) for k in restored}
+            weights = {**weights, **extra_w}
+            if weighting is not None:
+                weighting = dataclasses.replace(weighting, initial={**weighting.initial, **extra_w})
+        for k, t in terms.items():
             if isinstance(t, Initial):
                 idx = [previous.out_names.index(f) for f in t.fields]
 
@@ -129,7 +164,6 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
                 terms[k] = dataclasses.replace(t, target=target)
     problem = eqx.tree_at(lambda q: (q.domain, q.terms), p,
                           (cut_domain(p.domain, a, b), terms))
-    weighting = run.weighting
     if weighting is not None and weighting.causal is not None:
         causal = dataclasses.replace(weighting.causal, t0=a, t1=b)
         weighting = eqx.tree_at(lambda x: x.causal, weighting, causal)
@@ -144,7 +178,12 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
         network = eqx.tree_at(lambda n: n.transform, previous, previous.transform.restart(a, b, start))
     if run.config.train.window_time == "local":
         network = local_time(network, a, b, p.domain.coords.index("t"))
-    return dataclasses.replace(run, problem=problem, network=network, weighting=weighting)
+    try:
+        sampler.check(problem, run.mesh.size if run.mesh is not None else 1)
+    except ValueError as e:
+        raise ConfigError(f"train.time_windows: {e}") from None
+    return dataclasses.replace(run, problem=problem, network=network, sampler=sampler,
+                               weights=weights, weighting=weighting)
 
 
 def local_time(network: eqx.Module, a: float, b: float, t_axis: int) -> eqx.Module:

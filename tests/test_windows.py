@@ -108,3 +108,40 @@ def test_local_window_time_rescales_only_the_time_input():
     pts = jnp.array([[0.25, -1.0], [0.5, 1.0], [0.375, 0.0]])
     np.testing.assert_allclose(jax.vmap(norm)(pts), [[-1, -1], [1, 1], [0, 0]], atol=1e-6)
     assert jax.tree_util.tree_leaves(net) == jax.tree_util.tree_leaves(run.network)
+
+
+def _hard_ac(*over):
+    """Tiny P6 Allen-Cahn with its hard initial condition in 2 windows."""
+    base = ["train.time_windows=2", "train.steps=100", "sampler.batch={pde: 256, initial: 64}"]
+    return load_config(ROOT / "allen_cahn.yaml", base + list(over))
+
+
+def test_windows_keep_a_hard_initial_condition(tmp_path):
+    """Window 0 meets u(0, x) = x^2 cos(pi x) exactly (float32 rounding); window 1 gets
+    the `initial` term back, targeting window 0 at t = 0.5, so the model is continuous
+    there up to the misfit of 100 tiny steps that start from zero misfit (warm start).
+    Also checks that `weighting.weights` may weigh the term the constraint removed."""
+    from pinnkit.windows import window_run
+
+    run = build_run(_hard_ac("weighting.weights={initial: 100.0}"), mesh=make_mesh(1))
+    assert "initial" not in run.problem.terms
+    res = fit_windows(run, out_dir=tmp_path, progress=False)
+    first, second = res.network.networks
+    x = jnp.linspace(-1, 1, 101)
+    start = jax.vmap(first)(jnp.stack([jnp.zeros_like(x), x], axis=1))[:, 0]
+    np.testing.assert_allclose(start, x**2 * jnp.cos(jnp.pi * x), atol=2e-6)
+    rw = window_run(run, 1, first)
+    assert "initial" in rw.problem.terms and rw.sampler.batch["initial"] == 64
+    edge = jnp.stack([jnp.full_like(x, 0.5), x], axis=1)
+    target = rw.problem.terms["initial"].target
+    np.testing.assert_array_equal(jax.vmap(target)(edge), jax.vmap(first)(edge))
+    jump = jax.vmap(second)(edge)[:, 0] - jax.vmap(first)(edge)[:, 0]
+    # measured: 0.016 with the term weighted 100, 0.16 at weight 1 (the PDE pulls the tiny
+    # network away from its warm start); without the term nothing would bound it
+    assert float(jnp.sqrt(jnp.mean(jump**2))) < 0.04
+
+
+def test_windows_with_a_hard_constraint_need_the_initial_batch():
+    cfg = load_config(ROOT / "allen_cahn.yaml", ["train.time_windows=2", "sampler.batch={pde: 256}"])
+    with pytest.raises(ConfigError, match="sampler.batch.initial"):
+        fit_windows(build_run(cfg, mesh=make_mesh(1)), progress=False)
