@@ -400,4 +400,5 @@ def build_adaptive(cfg: RunConfig, problem: Problem, batch: dict[str, int]) -> A
             f"sampler.adaptive.terms: {bad or names} are not sampled terms of the problem; "
             f"choose among {sampled}"
         )
-    return Adaptive(a.kind, {k: batch[k] for k in names}, a.every, a.pool, a.k, a.c, a.rar_fraction)
+    return Adaptive(a.kind, {k: batch[k] for k in names}, a.every, a.pool, a.k, a.c, a.rar_fraction,
+                    a.until_step)

@@ -116,8 +116,8 @@ class AdaptiveConfig:
     """``sampler.adaptive``: residual-based adaptive points for ``terms`` (default: the
     ``interior`` terms). Every ``every`` steps a pool of ``pool`` × batch candidates is
     scored by |r|; ``rad`` redraws the set with density ∝ |r|^k/mean(|r|^k)
-    + c, ``rar`` replaces the oldest ``rar_fraction`` of the set by the top candidates
-    (see docs/training_recipes.md)."""
+    + c, ``rar`` replaces the oldest ``rar_fraction`` of the set by the top candidates;
+    no updates at steps >= ``until_step`` when set (see docs/training_recipes.md)."""
 
     kind: Literal["rad", "rar"] = "rad"
     every: int = 1000
@@ -126,6 +126,7 @@ class AdaptiveConfig:
     c: float = 1.0
     rar_fraction: float = 0.1
     terms: list[str] = field(default_factory=list)
+    until_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -479,6 +480,10 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         _check(a.c >= 0, where, "sampler.adaptive.c", "expected a number >= 0", a.c)
         _check(0 < a.rar_fraction <= 1, where, "sampler.adaptive.rar_fraction",
                "expected a fraction in (0, 1]", a.rar_fraction)
+        if a.until_step is not None:
+            _check(a.until_step >= 1, where, "sampler.adaptive.until_step",
+                   "expected an integer >= 1 (e.g. the last Adam step + 1) or null for no limit",
+                   a.until_step)
     _check(t.steps >= 1, where, "train.steps", "expected an integer >= 1", t.steps)
     _check(t.chunk >= 1, where, "train.chunk", "expected an integer >= 1", t.chunk)
     _check(t.log_every >= 1, where, "train.log_every", "expected an integer >= 1", t.log_every)
