@@ -2,9 +2,10 @@ r"""Residual-based adaptive collocation points (training state, checkpointed).
 
 For each adaptive term (default: the ``interior`` terms) the point set
 $X \in \mathbb R^{N\times d}$ is part of `TrainState.extra["points"]`. Every ``every``
-steps (not at step 0, and only before ``until_step`` when set) a pool of $M = \text{pool}\cdot N$ candidates is drawn uniformly
-from the term's domain piece with the step key, and scored by $|r(x)|$ (the Euclidean
-norm of the residual vector), evaluated in shards on every device and gathered, so the
+steps (not at step 0, and only before ``until_step`` when set) a pool of
+$M = \text{pool}\cdot N$ candidates is drawn uniformly from the term's domain piece
+with the step key, and scored by $|r(x)|$ (the Euclidean norm of the residual vector),
+evaluated in shards on every device and gathered, so the
 new set is the same on every device and for any device count.
 
 - ``rad`` (Wu et al. 2023, residual-based adaptive distribution): draw $N$ distinct
