@@ -106,6 +106,7 @@ class NetworkConfig:
     hard_constraint: bool = False
     fourier: FourierConfig | None = None
     periodic: dict[str, float] = field(default_factory=dict)
+    parity: dict[str, str] = field(default_factory=dict)
     rwf: RwfConfig | None = None
     pi_init: str | None = None
     pi_points: int = 2048
@@ -444,6 +445,10 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         _check(n.fourier.scale > 0, where, "network.fourier.scale", "expected > 0", n.fourier.scale)
     for k, v in n.periodic.items():
         _check(v > 0, where, f"network.periodic.{k}", "expected a period > 0", v)
+    for k, v in n.parity.items():
+        _check(v in ("odd", "even"), where, f"network.parity.{k}",
+               "expected odd or even (the field's symmetry under reflection of that coordinate "
+               "about the centre of the domain)", v)
     if n.rwf is not None:
         _check(n.rwf.std >= 0, where, "network.rwf.std", "expected a number >= 0", n.rwf.std)
     if n.pi_init is not None:
