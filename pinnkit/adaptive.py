@@ -2,9 +2,10 @@ r"""Residual-based adaptive collocation points (training state, checkpointed).
 
 For each adaptive term (default: the ``interior`` terms) the point set
 $X \in \mathbb R^{N\times d}$ is part of `TrainState.extra["points"]`. Every ``every``
-steps (not at step 0) a pool of $M = \text{pool}\cdot N$ candidates is drawn uniformly
-from the term's domain piece with the step key, and scored by $|r(x)|$ (the Euclidean
-norm of the residual vector), evaluated in shards on every device and gathered, so the
+steps (not at step 0, and only before ``until_step`` when set) a pool of
+$M = \text{pool}\cdot N$ candidates is drawn uniformly from the term's domain piece
+with the step key, and scored by $|r(x)|$ (the Euclidean norm of the residual vector),
+evaluated in shards on every device and gathered, so the
 new set is the same on every device and for any device count.
 
 - ``rad`` (Wu et al. 2023, residual-based adaptive distribution): draw $N$ distinct
@@ -33,6 +34,8 @@ class Adaptive(eqx.Module):
     - `batch`: global number of points $N$ of each adaptive term.
     - `every`: steps between updates; `pool`: candidates per point.
     - `k`, `c`: RAD density exponent and floor; `rar_fraction`: RAR share replaced.
+    - `until_step`: no updates at steps ``>= until_step`` (None: no limit), e.g. the end
+      of an Adam phase, so that a following L-BFGS phase sees one fixed objective.
     """
 
     kind: str = eqx.field(static=True)
@@ -42,10 +45,17 @@ class Adaptive(eqx.Module):
     k: float = eqx.field(static=True, default=1.0)
     c: float = eqx.field(static=True, default=1.0)
     rar_fraction: float = eqx.field(static=True, default=0.1)
+    until_step: int | None = eqx.field(static=True, default=None)
 
     @property
     def terms(self) -> tuple[str, ...]:
         return tuple(sorted(self.batch))
+
+    def due(self, step: jax.Array) -> jax.Array:
+        """Whether the sets are redrawn at ``step``: ``0 < step < until_step`` and
+        ``step ≡ 0 mod every``."""
+        due = (step > 0) & (step % self.every == 0)
+        return due if self.until_step is None else due & (step < self.until_step)
 
     def init(self, key, problem: Problem, dtype) -> dict[str, Float[Array, "n d"]]:
         """Uniform initial sets ``{term: (N, d)}``."""

@@ -26,7 +26,7 @@ from .diffops import METHODS, AbstractDiffMethod
 from .errors import ConfigError
 from .nets import build_network as build_core_network
 from .nets import physics_informed_init
-from .nn import Network
+from .nn import Network, Parity
 from .optim import natural_gradient, soap
 from .parallel import make_mesh
 from .problem import Problem
@@ -212,7 +212,26 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
     )
     if n.pi_init is not None:
         net = _physics_informed_init(cfg, problem, net, jax.random.fold_in(key, 1), dtype)
+    if n.parity:
+        net = eqx.tree_at(lambda m: m.parity, net, build_parity(n.parity, problem),
+                          is_leaf=lambda v: v is None)
     return net
+
+
+def build_parity(parity: dict[str, str], problem: Problem) -> Parity:
+    """`Parity` from ``network.parity`` (coordinate → odd/even), reflecting about the
+    centre of the domain's bounding box in each coordinate."""
+    coords = problem.domain.coords
+    unknown = sorted(set(parity) - set(coords))
+    if unknown:
+        raise ConfigError(
+            f"network.parity: {unknown} are not coordinates of the problem; its coordinates "
+            f"are {coords}"
+        )
+    lo, hi = problem.domain.bounds()
+    axes = tuple(coords.index(c) for c in sorted(parity, key=coords.index))
+    return Parity(axes, tuple(0.5 * (float(lo[a]) + float(hi[a])) for a in axes),
+                  tuple(-1.0 if parity[coords[a]] == "odd" else 1.0 for a in axes))
 
 
 def _physics_informed_init(cfg: RunConfig, problem: Problem, net: Network, key, dtype) -> Network:
@@ -401,4 +420,5 @@ def build_adaptive(cfg: RunConfig, problem: Problem, batch: dict[str, int]) -> A
             f"sampler.adaptive.terms: {bad or names} are not sampled terms of the problem; "
             f"choose among {sampled}"
         )
-    return Adaptive(a.kind, {k: batch[k] for k in names}, a.every, a.pool, a.k, a.c, a.rar_fraction)
+    return Adaptive(a.kind, {k: batch[k] for k in names}, a.every, a.pool, a.k, a.c, a.rar_fraction,
+                    a.until_step)

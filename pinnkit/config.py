@@ -106,6 +106,7 @@ class NetworkConfig:
     hard_constraint: bool = False
     fourier: FourierConfig | None = None
     periodic: dict[str, float] = field(default_factory=dict)
+    parity: dict[str, str] = field(default_factory=dict)
     rwf: RwfConfig | None = None
     pi_init: str | None = None
     pi_points: int = 2048
@@ -116,8 +117,8 @@ class AdaptiveConfig:
     """``sampler.adaptive``: residual-based adaptive points for ``terms`` (default: the
     ``interior`` terms). Every ``every`` steps a pool of ``pool`` × batch candidates is
     scored by |r|; ``rad`` redraws the set with density ∝ |r|^k/mean(|r|^k)
-    + c, ``rar`` replaces the oldest ``rar_fraction`` of the set by the top candidates
-    (see docs/training_recipes.md)."""
+    + c, ``rar`` replaces the oldest ``rar_fraction`` of the set by the top candidates;
+    no updates at steps >= ``until_step`` when set (see docs/training_recipes.md)."""
 
     kind: Literal["rad", "rar"] = "rad"
     every: int = 1000
@@ -126,6 +127,7 @@ class AdaptiveConfig:
     c: float = 1.0
     rar_fraction: float = 0.1
     terms: list[str] = field(default_factory=list)
+    until_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -445,6 +447,10 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         _check(n.fourier.scale > 0, where, "network.fourier.scale", "expected > 0", n.fourier.scale)
     for k, v in n.periodic.items():
         _check(v > 0, where, f"network.periodic.{k}", "expected a period > 0", v)
+    for k, v in n.parity.items():
+        _check(v in ("odd", "even"), where, f"network.parity.{k}",
+               "expected odd or even (the field's symmetry under reflection of that coordinate "
+               "about the centre of the domain)", v)
     if n.rwf is not None:
         _check(n.rwf.std >= 0, where, "network.rwf.std", "expected a number >= 0", n.rwf.std)
     if n.pi_init is not None:
@@ -481,6 +487,10 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         _check(a.c >= 0, where, "sampler.adaptive.c", "expected a number >= 0", a.c)
         _check(0 < a.rar_fraction <= 1, where, "sampler.adaptive.rar_fraction",
                "expected a fraction in (0, 1]", a.rar_fraction)
+        if a.until_step is not None:
+            _check(a.until_step >= 1, where, "sampler.adaptive.until_step",
+                   "expected an integer >= 1 (e.g. the last Adam step + 1) or null for no limit",
+                   a.until_step)
     _check(t.steps >= 1, where, "train.steps", "expected an integer >= 1", t.steps)
     _check(t.chunk >= 1, where, "train.chunk", "expected an integer >= 1", t.chunk)
     _check(t.log_every >= 1, where, "train.log_every", "expected an integer >= 1", t.log_every)

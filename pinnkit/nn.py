@@ -2,12 +2,14 @@
 
 `Network` = input map (normalisation of the domain's bounding box onto $[-1, 1]^d$,
 optionally followed by Fourier features) → core (`MLP`) → optional output transform
-(a hard constraint, e.g. $u = g(x) + \\phi(x)\\,N(x)$ with $\\phi = 0$ on the boundary).
+(a hard constraint, e.g. $u = g(x) + \\phi(x)\\,N(x)$ with $\\phi = 0$ on the boundary),
+optionally made exactly even or odd in some coordinates (`Parity`).
 Everything is an immutable Equinox module; batching is the caller's `vmap`.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -151,6 +153,48 @@ class FourierFeatures(eqx.Module):
         return jnp.concatenate([jnp.cos(proj), jnp.sin(proj)])
 
 
+class Parity(eqx.Module):
+    r"""Exact parity under reflections $R_a: x_a \mapsto 2c_a - x_a$ about the centres
+    $c_a$ of some coordinates: the symmetrised field is the group average
+
+    $$\bar f(x) = \frac{1}{2^k}\sum_{S \subseteq \{a_1..a_k\}} \Big(\prod_{a\in S} s_a\Big)
+    f\Big(\prod_{a \in S} R_a x\Big),$$
+
+    with $s_a = -1$ (odd in $x_a$: $\bar f(R_a x) = -\bar f(x)$, so $\bar f = 0$ on
+    $x_a = c_a$) or $+1$ (even). Every output gets the same parity. It costs $2^k$
+    evaluations of $f$. Applied after the transform: a hard constraint whose data have
+    the same parity stays exact (the average of functions that satisfy it).
+
+    **Arguments:**
+    - `axes`: coordinate indices; `centres`: $c_a$ (same units as $x_a$).
+    - `signs`: $s_a$, ``-1.0`` (odd) or ``1.0`` (even) per axis.
+    """
+
+    axes: tuple[int, ...] = eqx.field(static=True)
+    centres: tuple[float, ...] = eqx.field(static=True)
+    signs: tuple[float, ...] = eqx.field(static=True)
+
+    def elements(self) -> tuple[tuple[tuple[int, ...], float], ...]:
+        """The $2^k$ group elements as ``(reflected axes, sign)``, identity first."""
+        out = []
+        for on in itertools.product((False, True), repeat=len(self.axes)):
+            sub = tuple(a for a, o in zip(self.axes, on, strict=True) if o)
+            sign = math.prod(s for s, o in zip(self.signs, on, strict=True) if o)
+            out.append((sub, float(sign)))
+        return tuple(out)
+
+    def reflect(self, x: Point, sub: tuple[int, ...]) -> Point:
+        """$x$ reflected in the coordinates ``sub`` (a subset of ``axes``)."""
+        for a in sub:
+            x = x.at[a].set(2.0 * self.centres[self.axes.index(a)] - x[a])
+        return x
+
+    def __call__(self, f: Callable[[Point], Array], x: Point) -> Array:
+        elems = self.elements()
+        ys = [sign * f(self.reflect(x, sub)) for sub, sign in elems]
+        return sum(ys[1:], ys[0]) / len(elems)
+
+
 class Network(eqx.Module):
     """A field $x \\mapsto y \\in \\mathbb{R}^m$ with named outputs ``out_names``.
 
@@ -160,6 +204,7 @@ class Network(eqx.Module):
     - `in_names`: names of the input coordinates, e.g. ``("x", "y")``.
     - `embedding`: tuple of modules applied to $x$ in order (normalisation, Fourier...).
     - `transform`: optional ``transform(x, y) -> y`` (hard constraints).
+    - `parity`: optional `Parity` (exact even/odd symmetry of the whole field).
     """
 
     core: eqx.Module
@@ -167,8 +212,15 @@ class Network(eqx.Module):
     in_names: tuple[str, ...] = eqx.field(static=True)
     embedding: tuple[eqx.Module, ...] = ()
     transform: eqx.Module | None = None
+    parity: Parity | None = None
 
     def __call__(self, x: Point) -> Float[Array, " m"]:
+        if self.parity is not None:
+            return self.parity(self.unsymmetrised, x)
+        return self.unsymmetrised(x)
+
+    def unsymmetrised(self, x: Point) -> Float[Array, " m"]:
+        """Embedding → core → transform, without the `Parity` average."""
         z = x
         for e in self.embedding:
             z = e(z)

@@ -323,7 +323,8 @@ def make_adapt(run: Run, loss: Callable, *, update_weights: bool = True) -> Call
 
     - adaptive loss weights (`pinnkit.weighting`), at steps ``≡ 0 mod update_every``,
       unless ``update_weights`` is false (L-BFGS phases keep them fixed);
-    - adaptive point sets (`pinnkit.adaptive`), at steps ``> 0``, ``≡ 0 mod every``.
+    - adaptive point sets (`pinnkit.adaptive`), at steps ``> 0``, ``≡ 0 mod every``
+      (and ``< until_step`` when set).
 
     Both use only replicated or ``psum``-ed quantities: the result is identical on
     every device.
@@ -377,8 +378,7 @@ def make_adapt(run: Run, loss: Callable, *, update_weights: bool = True) -> Call
                 new[name] = ad.select(jax.random.fold_in(akey, 1 + i), points[name], cands, score)
             return new
 
-        due = (step > 0) & (step % ad.every == 0)
-        return jax.lax.cond(due, update, lambda pts: pts, extra["points"])
+        return jax.lax.cond(ad.due(step), update, lambda pts: pts, extra["points"])
 
     def adapt(params, key, arrays, extra, step):
         extra = dict(extra)

@@ -7,6 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import PartitionSpec as P
 
 from pinnkit import checkpoint as ckpt
@@ -14,6 +15,7 @@ from pinnkit.adaptive import Adaptive
 from pinnkit.build import build_run
 from pinnkit.config import load_config
 from pinnkit.domains import Box
+from pinnkit.errors import ConfigError
 from pinnkit.parallel import make_mesh, replicate
 from pinnkit.problem import Problem
 from pinnkit.terms import Equation
@@ -120,3 +122,24 @@ def test_rar_replaces_oldest_quarter_by_worst_candidates():
     old, _, new = _adapt_once(_sharp_front_run("rar", 1))
     np.testing.assert_array_equal(new[:192], old[64:])
     assert np.all(np.abs(new[192:, 0] - 0.5) < 0.03)  # the 64 largest |r| of 4096 candidates
+
+
+def test_until_step_freezes_the_set_and_is_validated():
+    """``until_step`` = 20, every 10: redrawn at step 10 only (not 0, 20, 30); through the
+    scanned step the set is unchanged at step 20 and moves at 10; until_step = 0 is a
+    one-paragraph ConfigError naming the key."""
+    ad = Adaptive("rad", {"pde": 256}, every=10, until_step=20)
+    assert [bool(ad.due(jnp.asarray(s))) for s in (0, 10, 20, 30)] == [False, True, False, False]
+    run = _sharp_front_run("rad", 1)
+    run = dataclasses.replace(run, adaptive=dataclasses.replace(run.adaptive, until_step=20))
+    params, static = split_model(run)
+    params = replicate(params, run.mesh)
+    adapt = eqx.filter_jit(make_adapt(run, make_loss(run, static)))
+    extra, key = init_extra(run), jax.random.key(7)
+    old = np.asarray(extra["points"]["pde"])
+    at = {s: np.asarray(adapt(params, key, point_arrays(run), extra, jnp.asarray(s))["points"]["pde"])
+          for s in (10, 20)}
+    np.testing.assert_array_equal(at[20], old)
+    assert not np.array_equal(at[10], old)
+    with pytest.raises(ConfigError, match=r"sampler\.adaptive\.until_step"):
+        load_config(TINY / "burgers.yaml", ["sampler.adaptive={kind: rad, until_step: 0}"])

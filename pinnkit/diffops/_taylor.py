@@ -45,8 +45,9 @@ Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `PeriodicEmbedding`
 with closed-form derivatives of any order; plain or RWF layers), the gated cores of
 `pinnkit.nets` (`ModifiedMLP`, `PirateNet`: gates $a + z \\odot (b - a)$ by Leibniz's rule,
 residual mixing $\\alpha h + (1-\\alpha) x$ row by row) and a `HardDirichlet` transform
-(Leibniz's rule). Everything else (a user's own transform, unknown embeddings or cores, or a user's
-own module as the whole network) goes through a *generic* rule built from nested
+(Leibniz's rule); a `Parity` average propagates one jet per reflected copy. Everything
+else (a user's own transform, unknown embeddings or cores, or a user's own module as the
+whole network) goes through a *generic* rule built from nested
 `jax.jvp`, which is correct for any JAX function; see `_generic`.
 """
 
@@ -75,6 +76,7 @@ from ..nn import (
     HardDirichlet,
     Network,
     Normalize,
+    Parity,
     PeriodicEmbedding,
 )
 from . import _bilaplacian
@@ -708,8 +710,23 @@ def _network_jet(net: Callable, x: Point, plan: _Plan, force_generic: bool) -> _
     x_jet = _input_jet(x, plan)
     if not force_generic and _is_fast_mlp(net):  # a bare MLP as the whole network
         return _mlp(net, x_jet, plan, plan.needed)
-    if force_generic or type(net) is not Network:
+    if force_generic or type(net) is not Network or type(net.parity) not in (Parity, type(None)):
         return _generic(lambda z: jnp.atleast_1d(net(z)), (x_jet,), plan)
+    if net.parity is None:
+        return _chain(net, x_jet, plan)
+    # x -> R x is affine: its jet has the value R x and first-order rows R e_d (the
+    # reflected directions negated), so the fast rules run unchanged on each copy.
+    jets = []
+    for sub, sign in net.parity.elements():
+        flip = np.array([-1.0 if d in sub else 1.0 for d in plan.dirs])[:, None]
+        first = None if x_jet.first is None else x_jet.first * jnp.asarray(flip, x.dtype)
+        jet = _chain(net, _Jet(net.parity.reflect(x, sub), first, {}), plan)
+        jets.append(_scale(jet, sign / len(net.parity.elements())))
+    return functools.reduce(_add, jets)
+
+
+def _chain(net: Network, x_jet: _Jet, plan: _Plan) -> _Jet:
+    """Embedding → core → transform of a `Network`, by the fast rules where they exist."""
     jet = x_jet
     for emb in net.embedding:
         jet = _module(emb, jet, plan)
