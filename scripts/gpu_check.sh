@@ -5,10 +5,23 @@
 # copy the table into docs/benchmarks.md.
 #
 #   bash scripts/gpu_check.sh            # ~5 minutes on one H200
+#   bash scripts/gpu_check.sh accuracy   # issue 7's GPU accuracy runs instead: P6 and P3 with
+#                                        # a GPU budget (configs/gpu/), 270 s cap each; run dirs
+#                                        # and summaries under $OUT/accuracy/ (a capped run
+#                                        # stops cleanly at its last checkpoint/window)
 set -euo pipefail
 OUT=${OUT:-.}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"
+if [ "${1:-}" = accuracy ]; then
+  for cfg in allen_cahn burgers; do
+    # SIGTERM at the cap: pinnkit checkpoints and writes summary.json before exiting
+    timeout -s TERM 270 "$PY" -m pinnkit.cli train "configs/gpu/$cfg.yaml" \
+      --out "$OUT/accuracy/$cfg" --overwrite --no-plots > "$OUT/accuracy_$cfg.log" 2>&1 || true
+    tail -3 "$OUT/accuracy_$cfg.log"
+  done
+  exit 0
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu_check.md"
 "$PY" -c "import jax; print('jax', jax.__version__, jax.devices())" | tee -a "$OUT/gpu_check.md"
 "$PY" scripts/bench_scaling.py --mode batch --problems P1,P2 --steps 100 --chunk 25 \
