@@ -136,8 +136,8 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
     with ``restart``, see `hard_start`) is restarted at the window's start with
     ``previous(τ_w, x)`` as its exact value, so the piecewise solution is continuous; a
     hard one without ``restart`` (see `enforced_initial`) is exact in window 0 and imposed
-    as a soft term after it. The cost of a hard start grows with ``w``: window ``w``'s network evaluates the ``w``
-    earlier ones at their starts."""
+    as a soft term after it. The cost of a hard start grows with ``w``: window ``w``'s
+    network evaluates the ``w`` earlier ones at their starts."""
     p, cfg = run.problem, run.config
     edges = window_edges(p, cfg.train.time_windows)
     a, b = edges[w], edges[w + 1]
