@@ -113,7 +113,8 @@ def summarize(run, res: FitResult, errors: dict) -> dict:
         "outcome": res.result.name,
         "message": res.result.value,
         "steps": res.step,
-        "total_steps": run.total_steps,
+        # all windows together, like "steps" (train.steps is per window)
+        "total_steps": run.total_steps * run.config.train.time_windows,
         "wall_s": round(res.wall_s, 3),
         "steps_per_s": None if np.isnan(res.steps_per_s) else round(res.steps_per_s, 3),
         "n_devices": run.mesh.size if run.mesh is not None else 1,
