@@ -31,6 +31,12 @@ from jaxtyping import Array, Float
 from ._types import Point
 from .domains import AbstractDomain
 
+# Williamson et al. (1992) constants, shared by the climate problems and the spectral reference
+EARTH_RADIUS = 6.37122e6  # m
+EARTH_OMEGA = 7.292e-5  # s^-1
+GRAVITY = 9.80616  # m s^-2
+DAY = 86400.0  # s
+
 
 def lonlat_to_xyz(lon, lat, radius: float = 1.0, xp=np):
     """$(\\lambda, \\theta) \\mapsto a(\\cos\\theta\\cos\\lambda, \\cos\\theta\\sin\\lambda, \\sin\\theta)$;

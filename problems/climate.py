@@ -34,15 +34,20 @@ import numpy as np
 from pinnkit import sphere_ops as S
 from pinnkit.domains import Interval, SpaceTime
 from pinnkit.problem import Problem
-from pinnkit.sphere import Sphere, area_mean, gaussian_grid, williamson_errors
+from pinnkit.sphere import (
+    DAY,
+    EARTH_OMEGA,
+    EARTH_RADIUS,
+    GRAVITY,
+    Sphere,
+    area_mean,
+    gaussian_grid,
+    williamson_errors,
+)
 from pinnkit.terms import Equation, Initial
 
 from .inverse import _p2, _p4, ebm_steady_modes
 
-EARTH_RADIUS = 6.37122e6  # m (Williamson et al. 1992)
-EARTH_OMEGA = 7.292e-5  # s^-1
-GRAVITY = 9.80616  # m s^-2
-DAY = 86400.0  # s
 YEAR = 365.25 * DAY
 WIND = ("u_x", "u_y", "u_z")
 
@@ -467,9 +472,7 @@ def williamson6(days: float = 1.0, wave: int = 4, omega_rh: float = 7.848e-6, K_
     if with_reference:
         from pinnkit.solvers import shallow_water as sw
 
-        sw.check_steps(reference_truncation, days,
-                       sw.default_dt(reference_truncation) if reference_dt_s is None else reference_dt_s)
-        sw._dinosaur()  # a missing extra fails here, not after training
+        sw.check_reference(reference_truncation, days, reference_dt_s)  # fails now, not after training
         cache = os.environ.get("PINNKIT_CACHE", reference_cache)
         si = dict(omega_rh=omega_rh, K_rh=K_rh, wave=R, h0=h0, gravity=gravity, radius=radius_m, omega=omega)
 

@@ -29,8 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
     args = ap.parse_args(argv)
     from pinnkit.solvers.shallow_water import williamson6_reference
-    from pinnkit.sphere import gaussian_grid, williamson_errors
-    from problems.climate import EARTH_OMEGA, EARTH_RADIUS, GRAVITY
+    from pinnkit.sphere import EARTH_OMEGA, EARTH_RADIUS, GRAVITY, area_mean, gaussian_grid, williamson_errors
 
     si = dict(omega_rh=7.848e-6, K_rh=7.848e-6, wave=4, h0=8000.0, gravity=GRAVITY, radius=EARTH_RADIUS,
               omega=EARTH_OMEGA)  # the defaults of problems.climate.williamson6
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
               f"when computed), energy drift {sols[run]['energy_drift']:.2e}, load {os.getloadavg()}",
               flush=True)
     best = sols[args.runs[-1]]
-    anomaly = lambda p: p - np.sum(w * p) / np.sum(w)
+    anomaly = lambda p: p - area_mean(p, w)
     wind = lambda s: np.stack([s["u"], s["v"]], -1)
     table = {}
     for run in args.runs[:-1]:

@@ -57,7 +57,8 @@ def test_windows_in_a_run_directory(tmp_path):
     cfg = _cfg("train.steps=100", "train.time_windows=2")
     summary = train_to_dir(cfg, tmp_path / "r", progress=False, plots=False, mesh=make_mesh(1))
     data = load_run(tmp_path / "r")
-    assert isinstance(data.network, Windowed) and data.step == summary["steps"] == summary["total_steps"] == 200
+    assert isinstance(data.network, Windowed)
+    assert data.step == summary["steps"] == summary["total_steps"] == 200
     e = evaluate(data.network, data.problem, 33)[0]["rel_l2"]["u"]
     np.testing.assert_allclose(e, summary["rel_l2"]["u"], rtol=1e-4)
 

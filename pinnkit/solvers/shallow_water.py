@@ -45,11 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PinnkitError
-
-DAY = 86400.0  # s
-
-# Williamson et al. (1992) constants (also in problems/climate.py, which passes them in)
-_RADIUS, _OMEGA, _GRAVITY = 6.37122e6, 7.292e-5, 9.80616
+from ..sphere import DAY, EARTH_OMEGA, EARTH_RADIUS, GRAVITY
 
 
 def _dinosaur():
@@ -77,8 +73,8 @@ def _dinosaur():
 
 
 def williamson6_initial(lon, lat, *, omega_rh: float = 7.848e-6, K_rh: float = 7.848e-6, wave: int = 4,
-                        h0: float = 8000.0, radius: float = _RADIUS, omega: float = _OMEGA,
-                        gravity: float = _GRAVITY) -> dict[str, np.ndarray]:
+                        h0: float = 8000.0, radius: float = EARTH_RADIUS, omega: float = EARTH_OMEGA,
+                        gravity: float = GRAVITY) -> dict[str, np.ndarray]:
     r"""Williamson test 6 initial state (Rossby–Haurwitz wave, $R$ = `wave`), SI units:
 
     $u = a\omega\cos\theta + aK\cos^{R-1}\theta\,(R\sin^2\theta - \cos^2\theta)\cos R\lambda$,
@@ -127,9 +123,19 @@ def check_steps(truncation: int, days: float, dt_s: float) -> int:
     return int(round(steps))
 
 
+def check_reference(truncation: int, days: float, dt_s: float | None) -> float:
+    """The reference step ``dt_s`` (None: `default_dt`) after checking it (`check_steps`)
+    and that dinosaur is installed: a problem calls this when it is built, so a bad
+    setting or a missing extra fails before training, not after."""
+    dt_s = default_dt(truncation) if dt_s is None else dt_s
+    check_steps(truncation, days, dt_s)
+    _dinosaur()
+    return dt_s
+
+
 def solve_shallow_water(initial: Callable, truncation: int, days: float, dt_s: float, nlat: int = 48, *,
-                        diffusion_hours: float = math.inf, radius: float = _RADIUS,
-                        omega: float = _OMEGA) -> dict:
+                        diffusion_hours: float = math.inf, radius: float = EARTH_RADIUS,
+                        omega: float = EARTH_OMEGA) -> dict:
     r"""Integrates the shallow-water equations from ``initial(lon, lat) -> {"u", "v", "phi"}``
     (SI, on numpy meshes) for ``days`` at triangular truncation ``truncation`` (a dinosaur
     ``Grid.T<truncation>``, e.g. 42, 85, 170) with step ``dt_s`` seconds (``days``·86400
@@ -225,9 +231,7 @@ def williamson6_reference(truncation: int = 85, days: float = 1.0, dt_s: float |
     version, and read back on the next call. Cost of one day (solve with compilation, one
     busy core at nice 10): T85 with 75 s 4.6 min, T85 with 600 s 40 s, T170 with 300 s 11 min.
     """
-    dt_s = default_dt(truncation) if dt_s is None else dt_s
-    check_steps(truncation, days, dt_s)
-    _dinosaur()
+    dt_s = check_reference(truncation, days, dt_s)
     import dinosaur
 
     number = lambda v: float(v) if isinstance(v, int | float) else v  # 4 and 4.0: one key
