@@ -256,7 +256,8 @@ def make_chunk(loss: Callable, phase: Phase, n_steps: int, train_key, *, accumul
     """``chunk(arrays, state) -> (state, metrics)``, ``n_steps`` optimiser steps in one
     dispatch. ``metrics`` holds per-step ``loss``, ``terms`` (term losses), and when
     present ``weights`` (adaptive loss weights) and ``causal`` (slice weights), leading
-    axis ``n_steps``, measured before each step's update. Given ``run``, each step first
+    axis ``n_steps``, measured before each step's update; a natural-gradient phase adds
+    ``step_size``, the step's line-search η*. Given ``run``, each step first
     updates ``state.extra`` (`make_adapt`). With ``donate`` the input state's buffers are
     reused for the output (the caller must not touch the input state afterwards).
     ``gauss_newton`` (`pinnkit.optim.make_gauss_newton`) is required by, and only used
@@ -285,7 +286,8 @@ def make_chunk(loss: Callable, phase: Phase, n_steps: int, train_key, *, accumul
                     value_fn=lambda p: value(p, key, arrays, ctx),
                 )
                 params = optax.apply_updates(state.params, updates)
-                return TrainState(params, opt_state, state.step + 1, extra), {"loss": total, "terms": terms}
+                metrics = {"loss": total, "terms": terms, "step_size": opt_state.step_size}
+                return TrainState(params, opt_state, state.step + 1, extra), metrics
             (total, aux), grads = value_and_grad(state.params, key, arrays, ctx)
             if line_search:  # the zoom line search re-evaluates the same loss
                 updates, opt_state = opt.update(
@@ -758,6 +760,8 @@ def _log_records(path, history, m, start, phase, every, total, upto=None):
             rec = {"step": s, "phase": phase, "loss": float(m["loss"][i]), "terms": terms}
             if "weights" in m:
                 rec["weights"] = {k: float(v[i]) for k, v in sorted(m["weights"].items())}
+            if "step_size" in m:  # natural gradient: the line search's eta*
+                rec["step_size"] = float(m["step_size"][i])
             if "causal" in m:
                 rec["causal"] = {k: [float(x) for x in v[i]] for k, v in sorted(m["causal"].items())}
             recs.append(rec)

@@ -139,7 +139,8 @@ def test_soap_then_natural_gradient_resume_is_exact(x64, tmp_path):
     """Phases chained in config (soap -> natural_gradient), float64, 2 devices: the loss
     falls by orders of magnitude in the natural-gradient phase, and a run stopped after
     one chunk (inside the SOAP phase: its moments, Shampoo factors and eigenbases come
-    from the checkpoint) and resumed ends bit-identical to the uninterrupted one."""
+    from the checkpoint) and resumed ends bit-identical to the uninterrupted one. The
+    natural-gradient records carry the line search's step size, one of the grid's."""
     over = ("numerics.x64=true", "network.width=6", "sampler.batch.pde=64", "train.steps=40",
             "train.chunk=10", "checkpoint.every=10",
             "optim.phases.0={kind: soap, lr: 1.0e-2, steps: 20, precondition_frequency: 3}",
@@ -148,6 +149,9 @@ def test_soap_then_natural_gradient_resume_is_exact(x64, tmp_path):
     losses = {h["step"]: h["loss"] for h in full.history}
     assert full.result is RESULTS.successful
     assert losses[39] < 1e-3 * losses[20], losses
+    etas = [h["step_size"] for h in full.history if h["phase"] == 1]  # eta* of the grid 2^-k
+    assert etas and all(e in [2.0 ** -k for k in range(8)] for e in etas), etas
+    assert all("step_size" not in h for h in full.history if h["phase"] == 0)
     calls = iter(range(10_000))
     part = fit(build_run(_cfg(*over), mesh=make_mesh(2)), out_dir=tmp_path / "b", progress=False,
                should_stop=lambda: next(calls) >= 1)
