@@ -219,6 +219,7 @@ def window_timing(out: Path | None, w: int, res, resume: bool) -> tuple[int, flo
     An unreadable file counts as no earlier timing."""
     import json
 
+    from .checkpoint import atomic_write_bytes
     from .parallel import is_main_process
 
     path = None if out is None else window_dir(out, w) / "timing.json"
@@ -232,7 +233,7 @@ def window_timing(out: Path | None, w: int, res, resume: bool) -> tuple[int, flo
     if res.timed_steps > 0 and np.isfinite(res.steps_per_s) and res.steps_per_s > 0:
         steps, secs = steps + res.timed_steps, secs + res.timed_steps / res.steps_per_s
     if path is not None and path.parent.is_dir() and is_main_process():
-        path.write_text(json.dumps({"timed_steps": steps, "timed_s": secs}) + "\n")
+        atomic_write_bytes(path, (json.dumps({"timed_steps": steps, "timed_s": secs}) + "\n").encode())
     return steps, secs
 
 
