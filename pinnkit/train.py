@@ -89,6 +89,7 @@ class FitResult:
     wall_s: float = 0.0
     steps_per_s: float = float("nan")
     bad_step: int | None = None
+    timed_steps: int = 0  # the steps that steps_per_s times (chunks after their compile)
 
 
 def trainable_spec(run: Run):
@@ -621,6 +622,7 @@ def fit(
         wall_s=time.perf_counter() - t_start,
         steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"),
         bad_step=bad_step,
+        timed_steps=timed_steps,
     )
     if throw and result is RESULTS.nonfinite_loss:
         raise TrainingError(f"step {bad_step}: {result.value}")

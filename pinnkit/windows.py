@@ -14,8 +14,10 @@ Causal weights are rebuilt on each window's interval.
 
 The final model is `Windowed`: the piecewise network that evaluates, at a point with
 time $t$, the network of the window containing $t$ (the earlier window at an edge).
-Each window's run lives in ``RUN/windows/w{k}/`` (checkpoints, metrics.jsonl); a resumed
-run skips finished windows.
+Each window's run lives in ``RUN/windows/w{k}/`` (checkpoints, metrics.jsonl, and
+timing.json: the steps timed after compilation and their seconds, over every process
+that trained the window); a resumed run skips finished windows. The run's steps/s is
+$\sum_w n_w / \sum_w s_w$ over those timed steps, so a resumed run still reports it.
 """
 
 from __future__ import annotations
@@ -208,6 +210,33 @@ def window_dir(out: Path | None, w: int) -> Path | None:
     return None if out is None else Path(out) / "windows" / f"w{w}"
 
 
+def window_timing(out: Path | None, w: int, res, resume: bool) -> tuple[int, float]:
+    """``(steps, seconds)`` timed in window ``w`` (chunks after their compilation, as
+    `pinnkit.train.fit` times them): this process's (``res``, its `FitResult`) plus, when
+    resuming, those of earlier processes read from ``windows/w{w}/timing.json``. The sum is
+    written back there (process 0), so that a resumed run whose windows are already
+    trained, or whose current window runs only a freshly compiled chunk, keeps the figure.
+    An unreadable file counts as no earlier timing."""
+    import json
+
+    from .checkpoint import atomic_write_bytes
+    from .parallel import is_main_process
+
+    path = None if out is None else window_dir(out, w) / "timing.json"
+    steps, secs = 0, 0.0
+    if resume and path is not None and path.is_file():
+        try:
+            saved = json.loads(path.read_text())
+            steps, secs = int(saved["timed_steps"]), float(saved["timed_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            steps, secs = 0, 0.0
+    if res.timed_steps > 0 and np.isfinite(res.steps_per_s) and res.steps_per_s > 0:
+        steps, secs = steps + res.timed_steps, secs + res.timed_steps / res.steps_per_s
+    if path is not None and path.parent.is_dir() and is_main_process():
+        atomic_write_bytes(path, (json.dumps({"timed_steps": steps, "timed_s": secs}) + "\n").encode())
+    return steps, secs
+
+
 def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | str = False,
                 evaluate_window=None, **fit_options):
     """Trains the ``train.time_windows`` windows in sequence (`pinnkit.train.fit` each).
@@ -223,7 +252,9 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
     - `fit_options`: passed to `fit`.
 
     **Returns:** a `FitResult` whose ``network`` is the `Windowed` model of the windows
-    trained so far (all of them unless stopped early).
+    trained so far (all of them unless stopped early) and whose ``steps_per_s`` is that of
+    the steps timed in any window (`window_timing`; NaN if no chunk ran after its
+    compilation, e.g. every window one chunk).
     """
     import json
 
@@ -233,7 +264,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
     check_windows(run)
     n, per = run.config.train.time_windows, run.total_steps
     edges = window_edges(run.problem, n)
-    nets, history, wall, timed, result, prev, res = [], [], 0.0, 0.0, RESULTS.successful, None, None
+    nets, history, wall, result, prev, res = [], [], 0.0, RESULTS.successful, None, None
+    timed_steps, timed_s = 0, 0.0
     for w in range(n):
         rw = window_run(run, w, prev)
         ev = evaluate_window(rw) if evaluate_window is not None else None
@@ -241,8 +273,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
                   evaluate=ev, **fit_options)
         history.extend({**h, "step": w * per + h["step"], "window": w} for h in res.history)
         wall += res.wall_s
-        if np.isfinite(res.steps_per_s) and res.steps_per_s > 0:
-            timed += res.step / res.steps_per_s
+        n_w, s_w = window_timing(out_dir, w, res, bool(resume))
+        timed_steps, timed_s = timed_steps + n_w, timed_s + s_w
         nets.append(res.network)
         prev, result = res.network, res.result
         if result is not RESULTS.successful:
@@ -253,8 +285,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
         (Path(out_dir) / "metrics.jsonl").write_text(text)
     model = Windowed(tuple(nets), edges[: len(nets) + 1], run.problem.domain.coords.index("t"))
     return FitResult(network=model, coeffs=res.coeffs, result=result, step=steps, history=history,
-                     wall_s=wall, steps_per_s=steps / timed if timed > 0 else float("nan"),
-                     bad_step=res.bad_step)
+                     wall_s=wall, bad_step=res.bad_step, timed_steps=timed_steps,
+                     steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"))
 
 
 def load_windows(run: Run, run_dir: Path) -> tuple[Windowed, dict, int]:

@@ -1,4 +1,5 @@
-"""Throughput of P1 written as expressions vs the built-in P1 (issue: "same steps/s").
+"""Throughput of P1 written as expressions vs the built-in P1 (issue: "same steps/s"), or
+(``--case biharmonic``) of ``lap(lap(w))`` vs the same residual as fourth partials.
 
 Builds ``configs/poisson2d.yaml`` (built-in `poisson2d`) and
 ``configs/poisson2d_expr.yaml`` (the same problem as expressions, same hyper-parameters)
@@ -13,9 +14,15 @@ The chunk is the training step without the device mesh: the only thing that diff
 between the two problems is the residual code inside the loss, which is what is
 measured. (``pinnkit train`` on both configs gives the same numbers less precisely.)
 
+``--case biharmonic`` compares ``configs/tiny/expr_biharmonic.yaml`` as written
+(``-D*lap(lap(w))``: one bi-Laplacian request, `f.biharmonic`) with the same config whose
+residual spells out ``-D*(w_xxxx + 2*w_xxyy + w_yyyy)`` (three fourth-partial requests),
+both with its ``diffops.method`` (taylor), in float32 (``numerics.x64=false``).
+
 Usage::
 
-    .venv/bin/python scripts/bench_expr.py [--chunk 50] [--repeats 20] [--threads 1]
+    .venv/bin/python scripts/bench_expr.py [--case p1|biharmonic] [--chunk 50] [--repeats 20]
+        [--threads 1]
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ def main() -> int:
     p.add_argument("--chunk", type=int, default=50, help="Adam steps per timed chunk")
     p.add_argument("--repeats", type=int, default=20, help="timed chunks of each variant")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for XLA (1 or all)")
+    p.add_argument("--case", choices=("p1", "biharmonic"), default="p1",
+                   help="p1: built-in vs expression P1; biharmonic: fourth partials vs lap(lap(w))")
     args = p.parse_args()
 
     # Before JAX starts: pin XLA's CPU thread pool (a script may set global state).
@@ -80,13 +89,23 @@ def main() -> int:
     from pinnkit.build import build_run
     from pinnkit.config import load_config
 
-    variants = {
-        "builtin": ROOT / "configs" / "poisson2d.yaml",
-        "expression": ROOT / "configs" / "poisson2d_expr.yaml",
-    }
+    if args.case == "p1":  # name -> (config, overrides); the first is the baseline
+        variants = {
+            "builtin": (ROOT / "configs" / "poisson2d.yaml", []),
+            "expression": (ROOT / "configs" / "poisson2d_expr.yaml", []),
+        }
+    else:
+        plate = ROOT / "configs" / "tiny" / "expr_biharmonic.yaml"
+        partials = "-D*(w_xxxx + 2*w_xxyy + w_yyyy)/pi**4 + 4*D*we"
+        f32 = ["numerics.x64=false"]
+        variants = {
+            "partials": (plate, [*f32, f"problem.params.equations.pde={partials}"]),
+            "lap(lap)": (plate, f32),
+        }
+    base, other = variants
     chunks, states = {}, {}
-    for name, path in variants.items():
-        run = build_run(load_config(path, ["mesh.data=1"]), with_mesh=False)
+    for name, (path, over) in variants.items():
+        run = build_run(load_config(path, ["mesh.data=1", *over]), with_mesh=False)
         chunks[name], states[name] = make_chunk(run, args.chunk)
         t0 = time.perf_counter()
         out = jax.block_until_ready(chunks[name](*states[name]))  # compile + first chunk
@@ -104,9 +123,9 @@ def main() -> int:
             jax.block_until_ready(chunks[name](*states[name]))
             times[name].append(time.perf_counter() - t0)
     rate = {k: args.chunk / statistics.median(v) for k, v in times.items()}
-    ratios = [b / e for b, e in zip(times["builtin"], times["expression"], strict=True)]
-    print(f"median steps/s: builtin {rate['builtin']:.1f}, expression {rate['expression']:.1f}; "
-          f"median per-repeat ratio expression/builtin {statistics.median(ratios):.3f} "
+    ratios = [b / e for b, e in zip(times[base], times[other], strict=True)]
+    print(f"median steps/s: {base} {rate[base]:.1f}, {other} {rate[other]:.1f}; "
+          f"median per-repeat ratio {other}/{base} {statistics.median(ratios):.3f} "
           f"(quartiles {statistics.quantiles(ratios, n=4)[0]:.3f}-"
           f"{statistics.quantiles(ratios, n=4)[2]:.3f}); {args.repeats} x {args.chunk} steps "
           f"each, {args.threads} thread(s)")

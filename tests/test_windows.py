@@ -1,6 +1,7 @@
 """Time marching in windows: continuity at the window edge, piecewise evaluation, error
 comparable to one window, run directory round trip."""
 
+import json
 from pathlib import Path
 
 import jax
@@ -53,14 +54,44 @@ def test_two_windows_continuous_and_as_accurate_as_one(tmp_path):
     assert hist[0] == 0 and hist[-1] == 1
 
 
-def test_windows_in_a_run_directory(tmp_path):
-    cfg = _cfg("train.steps=100", "train.time_windows=2")
-    summary = train_to_dir(cfg, tmp_path / "r", progress=False, plots=False, mesh=make_mesh(1))
-    data = load_run(tmp_path / "r")
+WINDOWED = ("train.steps=100", "train.chunk=50", "train.time_windows=2")
+
+
+@pytest.fixture(scope="module")
+def windowed_dir(tmp_path_factory):
+    """A run directory of 2 windows x 100 steps in chunks of 50 (the second chunk of each
+    window runs compiled, so it is timed) and its summary."""
+    out = tmp_path_factory.mktemp("windows") / "r"
+    summary = train_to_dir(_cfg(*WINDOWED), out, progress=False, plots=False, mesh=make_mesh(1))
+    return out, summary
+
+
+def test_windows_in_a_run_directory(windowed_dir):
+    out, summary = windowed_dir
+    data = load_run(out)
     assert isinstance(data.network, Windowed)
     assert data.step == summary["steps"] == summary["total_steps"] == 200
     e = evaluate(data.network, data.problem, 33)[0]["rel_l2"]["u"]
     np.testing.assert_allclose(e, summary["rel_l2"]["u"], rtol=1e-4)
+
+
+def test_windowed_summary_reports_steps_per_s_also_when_resumed(windowed_dir):
+    """steps/s over the timed steps of all windows (50 per window here): finite and
+    positive in summary.json, and unchanged when the finished run is resumed (no window
+    runs a step then; the timings of the process that trained them are in
+    windows/wK/timing.json), where it used to be null."""
+    out, summary = windowed_dir
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["total_steps"] == 2 * 100 and on_disk["steps"] == 200
+    rate = on_disk["steps_per_s"]
+    assert rate is not None and np.isfinite(rate) and rate > 0
+    timings = [json.loads((out / "windows" / f"w{w}" / "timing.json").read_text()) for w in (0, 1)]
+    assert [t["timed_steps"] for t in timings] == [50, 50]
+    want = 100 / sum(t["timed_s"] for t in timings)
+    np.testing.assert_allclose(rate, want, rtol=1e-3)  # summary.json rounds to 3 decimals
+    resumed = train_to_dir(_cfg(*WINDOWED), out, resume=True, progress=False, plots=False,
+                           mesh=make_mesh(1))
+    assert resumed["steps"] == 200 and resumed["steps_per_s"] == rate
 
 
 def test_windows_need_an_initial_term():

@@ -3,7 +3,7 @@
 An expression becomes a closure that walks its nodes at trace time and emits the JAX
 operations; after `jit` nothing of the walk remains, so a residual written as text
 compiles to the same program as the hand-written one. Field derivatives are read from
-the `Fields` view (``f.partial``, ``f.laplacian``), which is how the configured
+the `Fields` view (``f.partial``, ``f.laplacian``, ``f.biharmonic``), which is how the configured
 derivative method learns, at trace time, exactly which derivatives to compute.
 """
 
@@ -56,6 +56,9 @@ class _FieldsLeaves:
     def lap(self, field, cs):
         return self.f.laplacian(field, cs)
 
+    def bilap(self, field, cs):
+        return self.f.biharmonic(field, cs)
+
     def normal(self, piece, coord):
         return self.normal_fn(self.f.point, piece)[self.f.layout.axis(coord)]
 
@@ -75,7 +78,7 @@ class _PointLeaves:
     def partial(self, field, cs):  # pragma: no cover (rejected when resolving)
         raise ValueError(f"field {field!r} used in a function of the point only")
 
-    lap = normal = partial
+    lap = bilap = normal = partial
 
 
 def evaluate(components: Sequence[Ex], leaves) -> list:
@@ -97,6 +100,8 @@ def evaluate(components: Sequence[Ex], leaves) -> list:
             v = leaves.partial(*e.value)
         elif op == "lap":
             v = leaves.lap(*e.value)
+        elif op == "bilap":
+            v = leaves.bilap(*e.value)
         elif op == "normal":
             v = leaves.normal(*e.value)
         elif op == "neg":

@@ -6,7 +6,8 @@ constructors fold constants (in Python floats, so ``2*pi**2`` costs nothing at r
 time), drop neutral elements (``u - 0`` is ``u``) and enforce the size limits. The same
 class differentiates symbolically (`Algebra.diff`), which is how ``d(k*u_x, x)``,
 ``lap(exact)`` or ``grad(k*u)`` reduce to derivatives of the network's fields: the
-derivative engine only ever sees requests for $\\partial^\\alpha u$ and $\\Delta u$.
+derivative engine only ever sees requests for $\\partial^\\alpha u$, $\\Delta u$ and, for a
+Laplacian of a Laplacian (`Algebra.bilaplacian`), $\\Delta^2 u$.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ MAX_EXPONENT = 100  # magnitude of a constant exponent
 MAX_CONSTANT = 1e300
 
 
+FIELD_OPS = ("partial", "lap", "bilap")  # leaves that read a field's derivative
+
+
 class FoldError(Exception):
     """A constant or size problem found while building nodes; the caller adds the key."""
 
 
 class Ex:
     """One scalar node. ``op`` names the operation; ``value`` holds a number (``const``),
-    a name (``coord``, ``param``), ``(field, coords)`` (``partial``, ``lap``) or a
+    a name (``coord``, ``param``), ``(field, coords)`` (``partial``, ``lap``, ``bilap``) or a
     comparison symbol (``cmp``). Identity-hashed: shared sub-expressions (helpers) are
     evaluated once."""
 
@@ -35,7 +39,7 @@ class Ex:
     def __init__(self, op: str, args: tuple[Ex, ...] = (), value=None):
         self.op, self.args, self.value = op, args, value
         self.depth = 1 + max((a.depth for a in args), default=0)
-        own = {value[0]} if op in ("partial", "lap") else set()
+        own = {value[0]} if op in FIELD_OPS else set()
         self.fields = frozenset(own.union(*(a.fields for a in args)))
 
     @property
@@ -214,6 +218,39 @@ class Algebra:
         return out
 
     # derivatives -----------------------------------------------------------------
+    def constant_in(self, e: Ex, cs) -> bool:
+        """Whether ``e`` is (symbolically) independent of every coordinate in ``cs``."""
+        return all((d := self.diff(e, c)).is_const and d.value == 0 for c in cs)
+
+    def bilaplacian(self, e: Ex, cs: tuple[str, ...]) -> Ex | None:
+        """$\\Delta_{cs} e$ as one bi-Laplacian request per field where ``e`` is a Laplacian
+        ``lap(u)`` over the same coordinates (as a set, each once), or a sum of such terms
+        times factors constant in ``cs`` (``-D*lap(u)``, ``lap(u)/k + lap(v)``): then
+        $\\Delta(c\\,\\Delta u) = c\\,\\Delta^2 u$, which the derivative engine computes without
+        the fourth partials (`pinnkit.diffops.Fields.biharmonic`). ``None`` for anything
+        else (``x*lap(u)``, ``lap(u, x)`` under ``lap(., x, y)``, ``lap(u) + u``): the caller
+        then expands $\\sum_c \\partial_c^2 e$ symbolically."""
+        op, args = e.op, e.args
+        if op == "lap":
+            field, inner = e.value
+            same = set(inner) == set(cs) and len(set(cs)) == len(cs) == len(inner)
+            return self.node("bilap", (), (field, tuple(cs))) if same else None
+        if op == "neg":
+            b = self.bilaplacian(args[0], cs)
+            return None if b is None else self.neg(b)
+        if op in ("add", "sub"):
+            a, b = (self.bilaplacian(x, cs) for x in args)
+            if a is None or b is None:
+                return None
+            return self.add(a, b) if op == "add" else self.sub(a, b)
+        if op in ("mul", "div"):
+            x, y = args
+            pairs = ((x, y), (y, x)) if op == "mul" else ((x, y),)
+            for inner, factor in pairs:
+                if self.constant_in(factor, cs) and (b := self.bilaplacian(inner, cs)) is not None:
+                    return self.mul(factor, b) if op == "mul" else self.div(b, factor)
+        return None
+
     def diff(self, e: Ex, c: str) -> Ex:
         """$\\partial e / \\partial c$ for coordinate ``c``, symbolically."""
         key = (id(e), c)
@@ -237,6 +274,11 @@ class Algebra:
         if op == "lap":
             field, cs = e.value
             return self.total(self.node("partial", (), (field, (a, a, c))) for a in cs)
+        if op == "bilap":
+            field, cs = e.value
+            return self.total(
+                self.node("partial", (), (field, (a, a, b, b, c))) for a in cs for b in cs
+            )
         if op == "add":
             return self.add(d(args[0]), d(args[1]))
         if op == "sub":

@@ -407,6 +407,8 @@ class _Walk:
         e = self.scalar(args[0])
         if e.op == "partial" and not e.value[1]:  # a bare field: one Laplacian request
             return self.alg.node("lap", (), (e.value[0], cs))
+        if (b := self.alg.bilaplacian(e, cs)) is not None:  # lap(c*lap(u)): c*Δ²u, one request
+            return b
         return self.alg.total(self.alg.diff(self.alg.diff(e, c), c) for c in cs)
 
     def call_grad(self, node: Node, args) -> tuple[Ex, ...]:
