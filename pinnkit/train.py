@@ -284,7 +284,7 @@ def make_chunk(loss: Callable, phase: Phase, n_steps: int, train_key, *, accumul
                 total, terms, gram, grads = gauss_newton(state.params, key, arrays)
                 updates, opt_state = opt.update(
                     grads, state.opt_state, state.params, gramian=gram,
-                    value_fn=lambda p: value(p, key, arrays, ctx),
+                    value_fn=lambda p: value(p, key, arrays, ctx), value=total,
                 )
                 params = optax.apply_updates(state.params, updates)
                 metrics = {"loss": total, "terms": terms, "step_size": opt_state.step_size}

@@ -100,6 +100,25 @@ def test_natural_gradient_step_solves_linear_least_squares(x64):
     lstsq = np.linalg.lstsq(np.asarray(a), np.asarray(b), rcond=None)[0]
     np.testing.assert_allclose(upd["t"], lstsq, rtol=1e-10)
     assert float(state.step_size) == 1.0 and int(state.count) == 1
+    assert float(state.damping_scale) == 1.0
+
+
+def test_natural_gradient_rejects_a_step_that_raises_the_loss(x64):
+    """Levenberg-Marquardt safeguard: with a Gramian far too small for the loss (so that
+    even the grid's shortest step overshoots), the step is rejected — no update, step size
+    0 — and the damping scale grows x10; an accepted step divides it by 10 again."""
+    loss = lambda p: jnp.sum(p["t"] ** 2)  # noqa: E731  (true Gauss-Newton matrix: 2 I)
+    params = {"t": jnp.array([1.0, -2.0, 0.5])}
+    grads = jax.grad(loss)(params)
+    opt = natural_gradient(damping=1e-10, grid=4)
+    upd, state = opt.update(grads, opt.init(params), params, gramian=1e-6 * jnp.eye(3),
+                            value_fn=loss, value=loss(params))
+    np.testing.assert_array_equal(upd["t"], 0.0)
+    assert float(state.step_size) == 0.0 and float(state.damping_scale) == 10.0
+    upd, state = opt.update(grads, state, params, gramian=2.0 * jnp.eye(3), value_fn=loss,
+                            value=loss(params))
+    np.testing.assert_allclose(params["t"] + upd["t"], 0.0, atol=1e-8)  # the exact minimiser
+    assert float(state.step_size) == 1.0 and float(state.damping_scale) == 1.0
 
 
 def _cfg(*over):

@@ -13,6 +13,16 @@ $$\\theta \\leftarrow \\theta + \\eta^* d, \\quad d = -(G + \\lambda I)^{-1} \\n
 with $\\eta^*$ the best of the grid $\\eta \\in \\{1, 2^{-1}, \\dots, 2^{-(\\text{grid}-1)}\\}$
 (one loss evaluation each); $\\eta = 1$ is the Gauss-Newton minimiser of a linear model.
 
+Safeguard (Levenberg-Marquardt): a step is taken only if the best point of the grid
+lowers the loss. Otherwise the parameters stay and the damping is multiplied by 10
+($\\lambda = \\mu\\cdot\\text{damping}\\cdot\\operatorname{tr}(G)/P$, $\\mu \\leftarrow 10\\mu$;
+with ``damping = 0``, $\\mu$ scales $10^{-10}$), which shortens and turns the next
+direction toward the gradient; every accepted step divides $\\mu$ by 10, down to 1. Without
+it a nearly singular Gramian (few points per parameter, or far from a solution) gives a
+direction so long that even the grid's shortest step raises the loss by orders of
+magnitude (measured: 2.8e-2 -> 23 in one step on a 79-parameter net). While every step
+lowers the loss, $\\mu$ stays 1 and the steps are those of the plain method.
+
 Sharding: each device forms $J^\\top J$ and $J^\\top r$ of its own points, and the two are
 `psum`med over the ``data`` axis (`make_gauss_newton`): the Gramian never needs the other
 devices' Jacobians, and 1 or 4 devices run the same code. Cost: one reverse pass per
@@ -35,39 +45,49 @@ from jaxtyping import Array, Float
 
 
 class NaturalGradientState(NamedTuple):
-    """``count``: steps taken; ``step_size``: the last $\\eta^*$."""
+    """``count``: steps taken; ``step_size``: the last $\\eta^*$ (0: the step was
+    rejected); ``damping_scale``: the Levenberg-Marquardt multiplier $\\mu \\ge 1$."""
 
     count: Array
     step_size: Array
+    damping_scale: Array
 
 
 def natural_gradient(damping: float = 1e-10, grid: int = 20) -> optax.GradientTransformationExtraArgs:
     """The damped Gauss-Newton step with a grid line search (module docstring).
 
-    ``update(grads, state, params, *, gramian, value_fn)``: ``grads`` = $\\nabla L$ (same
-    tree as ``params``), ``gramian`` = $G$ over the flattened parameters
-    (`jax.flatten_util.ravel_pytree` order), ``value_fn(params) -> L``.
+    ``update(grads, state, params, *, gramian, value_fn, value=None)``: ``grads`` =
+    $\\nabla L$ (same tree as ``params``), ``gramian`` = $G$ over the flattened parameters
+    (`jax.flatten_util.ravel_pytree` order), ``value_fn(params) -> L``, ``value`` = $L$ at
+    ``params`` (None: no safeguard, the grid's best step is always taken).
     """
     if damping < 0 or grid < 1:
         raise ValueError(f"need damping >= 0 and grid >= 1: actual=({damping}, {grid})")
 
     def init(params):
         flat, _ = ravel_pytree(params)
-        return NaturalGradientState(jnp.zeros((), jnp.int32), jnp.zeros((), flat.dtype))
+        return NaturalGradientState(jnp.zeros((), jnp.int32), jnp.zeros((), flat.dtype),
+                                    jnp.ones((), flat.dtype))
 
-    def update(grads, state, params=None, *, gramian, value_fn, **extra):
+    def update(grads, state, params=None, *, gramian, value_fn, value=None, **extra):
         del extra
         flat, unravel = ravel_pytree(params)
         g, _ = ravel_pytree(grads)
         n = flat.shape[0]
-        lam = damping * jnp.trace(gramian) / n
+        mu = state.damping_scale
+        # mu == 1 keeps the configured damping exactly (also 0); escalations need a base
+        base = jnp.where(mu > 1, max(damping, 1e-10), damping)
+        lam = base * mu * jnp.trace(gramian) / n
         factor = jax.scipy.linalg.cho_factor(gramian + lam * jnp.eye(n, dtype=flat.dtype))
         d = -jax.scipy.linalg.cho_solve(factor, g)
         etas = 2.0 ** -jnp.arange(grid, dtype=flat.dtype)
         losses = jax.lax.map(lambda eta: value_fn(unravel(flat + eta * d)), etas)
         losses = jnp.where(jnp.isfinite(losses), losses, jnp.inf)
-        eta = etas[jnp.argmin(losses)]
-        return unravel(eta * d), NaturalGradientState(optax.safe_int32_increment(state.count), eta)
+        best = jnp.argmin(losses)
+        ok = jnp.asarray(True) if value is None else losses[best] < value
+        eta = jnp.where(ok, etas[best], 0.0)
+        mu = jnp.where(ok, jnp.maximum(mu / 10, 1.0), jnp.minimum(mu * 10, 1e30))
+        return unravel(eta * d), NaturalGradientState(optax.safe_int32_increment(state.count), eta, mu)
 
     return optax.GradientTransformationExtraArgs(init, update)
 
