@@ -286,7 +286,7 @@ def build_optimizer(p: PhaseConfig, steps: int) -> optax.GradientTransformation:
         ls = optax.scale_by_zoom_linesearch(max_linesearch_steps=p.max_linesearch_steps)
         opt = optax.lbfgs(memory_size=p.memory, linesearch=ls)
     elif p.kind == "natural_gradient":  # no lr, schedule or clipping: the line search sets the step
-        return natural_gradient(damping=p.damping, grid=p.step_grid)
+        return natural_gradient(damping=p.damping, grid=p.step_grid, safeguard=p.safeguard)
     elif p.kind == "soap":
         opt = soap(_schedule(p, steps), precondition_frequency=p.precondition_frequency)
     elif p.kind == "sgd":

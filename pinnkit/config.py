@@ -190,7 +190,8 @@ class PhaseConfig:
     ``train.steps``. ``adam``/``sgd``/``soap`` use ``lr`` and ``schedule`` (``soap``
     refreshes its eigenbases every ``precondition_frequency`` steps); ``lbfgs`` uses a
     zoom line search with ``memory`` past gradients; ``natural_gradient`` solves with the
-    damped Gramian (``damping``) and picks the best of ``step_grid`` step sizes."""
+    damped Gramian (``damping``) and picks the best of ``step_grid`` step sizes
+    (``safeguard``: reject a step that raises the loss and raise the damping)."""
 
     kind: Literal["adam", "sgd", "lbfgs", "soap", "natural_gradient"] = "adam"
     steps: int | None = None
@@ -202,6 +203,7 @@ class PhaseConfig:
     precondition_frequency: int = 10
     damping: float = 1.0e-10
     step_grid: int = 20
+    safeguard: bool = False
 
 
 @dataclass(frozen=True)

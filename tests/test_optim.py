@@ -110,7 +110,10 @@ def test_natural_gradient_rejects_a_step_that_raises_the_loss(x64):
     loss = lambda p: jnp.sum(p["t"] ** 2)  # noqa: E731  (true Gauss-Newton matrix: 2 I)
     params = {"t": jnp.array([1.0, -2.0, 0.5])}
     grads = jax.grad(loss)(params)
-    opt = natural_gradient(damping=1e-10, grid=4)
+    opt = natural_gradient(damping=1e-10, grid=4, safeguard=True)
+    plain, _ = natural_gradient(damping=1e-10, grid=4).update(
+        grads, opt.init(params), params, gramian=1e-6 * jnp.eye(3), value_fn=loss, value=loss(params))
+    assert loss(jax.tree.map(jnp.add, params, plain)) > 100 * loss(params)  # what it prevents
     upd, state = opt.update(grads, opt.init(params), params, gramian=1e-6 * jnp.eye(3),
                             value_fn=loss, value=loss(params))
     np.testing.assert_array_equal(upd["t"], 0.0)

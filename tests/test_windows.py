@@ -184,12 +184,13 @@ def test_natural_gradient_windows_keep_the_frozen_start(x64, tmp_path):
     window, local window time): window 1's Gauss-Newton phase trains only its own
     network — the window-0 network frozen inside its hard start stays a constant, so the
     edge is continuous to float64 rounding after training — and each window's
-    natural-gradient phase lowers its loss by orders of magnitude."""
+    natural-gradient phase (with its safeguard: this tiny net has fewer points than
+    parameters) lowers its loss by orders of magnitude."""
     cfg = load_config(ROOT / "climate_tracer.yaml",
                       ["numerics.x64=true", "train.time_windows=2", "train.window_time=local",
                        "train.steps=24", "train.chunk=8", "train.log_every=1",
                        "optim.phases=[{kind: adam, steps: 8, lr: 1.0e-2}, "
-                       "{kind: natural_gradient, step_grid: 8}]", "eval.resolution=4"])
+                       "{kind: natural_gradient, step_grid: 8, safeguard: true}]", "eval.resolution=4"])
     res = fit_windows(build_run(cfg, mesh=make_mesh(1)), out_dir=tmp_path, progress=False)
     first, second = res.network.networks
     n = jax.random.normal(jax.random.key(1), (40, 3))

@@ -13,15 +13,18 @@ $$\\theta \\leftarrow \\theta + \\eta^* d, \\quad d = -(G + \\lambda I)^{-1} \\n
 with $\\eta^*$ the best of the grid $\\eta \\in \\{1, 2^{-1}, \\dots, 2^{-(\\text{grid}-1)}\\}$
 (one loss evaluation each); $\\eta = 1$ is the Gauss-Newton minimiser of a linear model.
 
-Safeguard (Levenberg-Marquardt): a step is taken only if the best point of the grid
-lowers the loss. Otherwise the parameters stay and the damping is multiplied by 10
+Safeguard (Levenberg-Marquardt, ``safeguard=True``; off by default, which is the
+published method): a step is taken only if the best point of the grid lowers the loss.
+Otherwise the parameters stay and the damping is multiplied by 10
 ($\\lambda = \\mu\\cdot\\text{damping}\\cdot\\operatorname{tr}(G)/P$, $\\mu \\leftarrow 10\\mu$;
 with ``damping = 0``, $\\mu$ scales $10^{-10}$), which shortens and turns the next
 direction toward the gradient; every accepted step divides $\\mu$ by 10, down to 1. Without
 it a nearly singular Gramian (few points per parameter, or far from a solution) gives a
 direction so long that even the grid's shortest step raises the loss by orders of
 magnitude (measured: 2.8e-2 -> 23 in one step on a 79-parameter net). While every step
-lowers the loss, $\\mu$ stays 1 and the steps are those of the plain method.
+lowers the loss, $\\mu$ stays 1 and the steps are those of the plain method; a run
+that spends steps at the grid's shortest $\\eta$ (logged as ``step_size``) is one where
+the safeguard changes the trajectory.
 
 Sharding: each device forms $J^\\top J$ and $J^\\top r$ of its own points, and the two are
 `psum`med over the ``data`` axis (`make_gauss_newton`): the Gramian never needs the other
@@ -53,13 +56,15 @@ class NaturalGradientState(NamedTuple):
     damping_scale: Array
 
 
-def natural_gradient(damping: float = 1e-10, grid: int = 20) -> optax.GradientTransformationExtraArgs:
+def natural_gradient(damping: float = 1e-10, grid: int = 20,
+                     safeguard: bool = False) -> optax.GradientTransformationExtraArgs:
     """The damped Gauss-Newton step with a grid line search (module docstring).
 
     ``update(grads, state, params, *, gramian, value_fn, value=None)``: ``grads`` =
     $\\nabla L$ (same tree as ``params``), ``gramian`` = $G$ over the flattened parameters
     (`jax.flatten_util.ravel_pytree` order), ``value_fn(params) -> L``, ``value`` = $L$ at
-    ``params`` (None: no safeguard, the grid's best step is always taken).
+    ``params``; with ``safeguard`` (and ``value`` given) a step that does not lower it is
+    rejected (module docstring), else the grid's best step is always taken.
     """
     if damping < 0 or grid < 1:
         raise ValueError(f"need damping >= 0 and grid >= 1: actual=({damping}, {grid})")
@@ -84,7 +89,7 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20) -> optax.GradientTr
         losses = jax.lax.map(lambda eta: value_fn(unravel(flat + eta * d)), etas)
         losses = jnp.where(jnp.isfinite(losses), losses, jnp.inf)
         best = jnp.argmin(losses)
-        ok = jnp.asarray(True) if value is None else losses[best] < value
+        ok = jnp.asarray(True) if value is None or not safeguard else losses[best] < value
         eta = jnp.where(ok, etas[best], 0.0)
         mu = jnp.where(ok, jnp.maximum(mu / 10, 1.0), jnp.minimum(mu * 10, 1e30))
         return unravel(eta * d), NaturalGradientState(optax.safe_int32_increment(state.count), eta, mu)
