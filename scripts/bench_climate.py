@@ -8,7 +8,7 @@ figures against the targets (shared/BENCHMARKS.md C1–C4).
     C3-rot    configs/climate_sw2_rotated.yaml   the same, alpha = pi/4
     C4        configs/climate_rh.yaml            Rossby–Haurwitz (barotropic) l2(psi) <= 1e-2 after 1 day
     C4-W6     configs/climate_w6.yaml            Williamson 6 (shallow water), 1 day, errors against the
-                                                 dinosaur T170 reference: reported, no target
+                                                 dinosaur T85 / 75 s reference: reported, no target
 
 Usage::
 
