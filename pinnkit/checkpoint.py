@@ -144,9 +144,19 @@ def read_header(path: Path) -> tuple[dict, bytes]:
 
 
 def load(path: Path, template) -> tuple[dict, object]:
-    """Loads the tree saved in ``path`` into the structure of ``template``."""
+    """Loads the tree saved in ``path`` into the structure of ``template``. A checkpoint
+    whose leaves do not fit ``template`` (another network or optimiser layout than the
+    run's config builds) raises `RunDirError` naming the file."""
     head, payload = read_header(path)
-    return head, eqx.tree_deserialise_leaves(io.BytesIO(payload), template)
+    try:
+        return head, eqx.tree_deserialise_leaves(io.BytesIO(payload), template)
+    except Exception as e:  # eqx raises TreePathError / ValueError / struct errors here
+        raise RunDirError(
+            f"{path}: the checkpoint does not fit the layout that the run's config builds "
+            f"({type(e).__name__}: {e}). It was written by another config (network size, "
+            "optimiser phases or their options) or another pinnkit version; load it with "
+            "the config.yaml and pinnkit version that wrote it, or train anew with --overwrite."
+        ) from None
 
 
 def latest_valid(folder: Path) -> tuple[Path, dict] | None:

@@ -166,11 +166,18 @@ def animate(run, name: str, path: str | Path, frames: int = 12, nlat: int = 32, 
     return path
 
 
+def _stored(v) -> np.ndarray:
+    a = np.asarray(v)
+    return a.astype(np.float64 if a.dtype == np.float64 else np.float32)
+
+
 def to_netcdf(fields: dict, path: str | Path, *, title: str = "pinnkit", time_units: str = "days",
               engine: str | None = None) -> Path:
     """Writes `latlon_fields` output to NetCDF with CF-1.8 metadata (``lat``/``lon``
     coordinate variables with ``units``, ``standard_name``, ``axis``; ``time`` with
-    units ``"<time_units> since 0001-01-01"`` kept as numbers). Needs xarray (extra
+    units ``"<time_units> since 0001-01-01"`` kept as numbers). Fields are stored as
+    float32, float64 ones (a ``numerics.x64`` run) as float64 so the file round-trips
+    exactly. Needs xarray (extra
     ``netcdf``); ``engine`` None lets xarray choose (netCDF4, h5netcdf or scipy)."""
     try:
         import xarray as xr
@@ -182,7 +189,7 @@ def to_netcdf(fields: dict, path: str | Path, *, title: str = "pinnkit", time_un
         "lat": ("lat", fields["lat"], {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}),
         "lon": ("lon", fields["lon"], {"standard_name": "longitude", "units": "degrees_east", "axis": "X"}),
     }
-    data = {k: (("time", "lat", "lon"), np.asarray(v, np.float32), {"long_name": k})
+    data = {k: (("time", "lat", "lon"), _stored(v), {"long_name": k})
             for k, v in fields.items() if k not in coords}
     ds = xr.Dataset(data, coords=coords, attrs={"Conventions": "CF-1.8", "title": title,
                                                 "source": "pinnkit PINN"})

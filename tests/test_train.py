@@ -134,3 +134,17 @@ def test_float64_training(x64):
     res = fit(run, progress=False)
     assert jax.tree_util.tree_leaves(res.network)[0].dtype == jnp.float64
     assert res.history[-1]["loss"] < res.history[0]["loss"]
+
+
+def test_checkpoint_of_another_layout_is_a_clear_error(tmp_path):
+    """A checkpoint whose tree does not fit the run's layout (e.g. written with other
+    optimiser options) is a `RunDirError` naming the file, not equinox's traceback."""
+    from pinnkit.errors import RunDirError
+    from pinnkit.optim import NaturalGradientState, SafeguardedState
+
+    z = jnp.zeros(())
+    path = ckpt.save(tmp_path, 3, ({"w": jnp.ones(4)}, NaturalGradientState(z.astype(jnp.int32), z)), {})
+    head, (params, _) = ckpt.load(path, ({"w": jnp.zeros(4)}, NaturalGradientState(z.astype(jnp.int32), z)))
+    assert head["step"] == 3 and float(params["w"][0]) == 1.0
+    with pytest.raises(RunDirError, match=r"step_00000003\.eqx: the checkpoint does not fit"):
+        ckpt.load(path, ({"w": jnp.zeros(4)}, SafeguardedState(z.astype(jnp.int32), z, z)))

@@ -48,8 +48,16 @@ from jaxtyping import Array, Float
 
 
 class NaturalGradientState(NamedTuple):
-    """``count``: steps taken; ``step_size``: the last $\\eta^*$ (0: the step was
-    rejected); ``damping_scale``: the Levenberg-Marquardt multiplier $\\mu \\ge 1$."""
+    """``count``: steps taken; ``step_size``: the last $\\eta^*$."""
+
+    count: Array
+    step_size: Array
+
+
+class SafeguardedState(NamedTuple):
+    """`NaturalGradientState` plus ``damping_scale``, the Levenberg-Marquardt multiplier
+    $\\mu \\ge 1$ (``safeguard=True``; a separate type so that checkpoints of the plain
+    method keep their layout); ``step_size`` 0 marks a rejected step."""
 
     count: Array
     step_size: Array
@@ -71,15 +79,17 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20,
 
     def init(params):
         flat, _ = ravel_pytree(params)
-        return NaturalGradientState(jnp.zeros((), jnp.int32), jnp.zeros((), flat.dtype),
-                                    jnp.ones((), flat.dtype))
+        count, eta = jnp.zeros((), jnp.int32), jnp.zeros((), flat.dtype)
+        if safeguard:
+            return SafeguardedState(count, eta, jnp.ones((), flat.dtype))
+        return NaturalGradientState(count, eta)
 
     def update(grads, state, params=None, *, gramian, value_fn, value=None, **extra):
         del extra
         flat, unravel = ravel_pytree(params)
         g, _ = ravel_pytree(grads)
         n = flat.shape[0]
-        mu = state.damping_scale
+        mu = state.damping_scale if safeguard else jnp.ones((), flat.dtype)
         # mu == 1 keeps the configured damping exactly (also 0); escalations need a base
         base = jnp.where(mu > 1, max(damping, 1e-10), damping)
         lam = base * mu * jnp.trace(gramian) / n
@@ -92,7 +102,10 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20,
         ok = jnp.asarray(True) if value is None or not safeguard else losses[best] < value
         eta = jnp.where(ok, etas[best], 0.0)
         mu = jnp.where(ok, jnp.maximum(mu / 10, 1.0), jnp.minimum(mu * 10, 1e30))
-        return unravel(eta * d), NaturalGradientState(optax.safe_int32_increment(state.count), eta, mu)
+        count = optax.safe_int32_increment(state.count)
+        if safeguard:
+            return unravel(eta * d), SafeguardedState(count, eta, mu)
+        return unravel(eta * d), NaturalGradientState(count, eta)
 
     return optax.GradientTransformationExtraArgs(init, update)
 
