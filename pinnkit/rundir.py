@@ -178,6 +178,7 @@ def train_to_dir(
         # Learnt scalar coefficients' trajectory: physical values at each eval step.
         learnt = {k: v for k, v in coeff_values(coeffs).items() if k in run.problem.trainable}
         scalars = {k: float(v) for k, v in learnt.items() if getattr(v, "ndim", 1) == 0}
+        errors = {**errors, **problem_metrics(run.problem, network, ev.batch, run.dtype)}
         return {**errors, "coeffs": scalars} if scalars else errors
 
     if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.windows)

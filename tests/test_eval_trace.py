@@ -37,3 +37,16 @@ def test_clock_excludes_paused_intervals():
     w1, c1 = clock.pause()
     assert 0 <= w0 <= w1 < w0 + 0.1
     assert 0 <= c0 <= c1 < c0 + 0.05
+
+
+def test_eval_records_carry_the_problem_metrics(tmp_path):
+    """A problem with its own metrics (here the Williamson errors of the Rossby-Haurwitz
+    wave) logs them in every eval record, so their trace can be followed during training;
+    the last record is the final network's, as in summary.json."""
+    cfg = load_config(TINY.parent / "climate_rh.yaml", ["train.eval_every=10"])
+    summary = train_to_dir(cfg, tmp_path / "run", progress=False, plots=False)
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    evals = [r["eval"] for r in map(json.loads, lines) if "eval" in r]
+    assert len(evals) == 2
+    assert evals[-1]["metrics"] == summary["metrics"]
+    assert evals[0]["metrics"]["zeta"]["l2"] != evals[-1]["metrics"]["zeta"]["l2"]
