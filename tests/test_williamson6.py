@@ -177,7 +177,8 @@ def test_drifting_wave_balances_momentum_not_continuity():
         nu = (4 * 7 * 7.848e-6 - 2 * EARTH_OMEGA) * DAY / 30
 
         def rot(a, v):
-            return jnp.stack([jnp.cos(a) * v[0] - jnp.sin(a) * v[1], jnp.sin(a) * v[0] + jnp.cos(a) * v[1], v[2]])
+            c, s = jnp.cos(a), jnp.sin(a)
+            return jnp.stack([c * v[0] - s * v[1], s * v[0] + c * v[1], v[2]])
 
         def drifting(x):
             y = state(jnp.concatenate([x[:1], rot(-nu * x[0], x[1:])]))
@@ -185,7 +186,8 @@ def test_drifting_wave_balances_momentum_not_continuity():
 
         rng = np.random.default_rng(0)
         n = rng.normal(size=(512, 3))
-        pts = jnp.asarray(np.concatenate([rng.uniform(0, 1, (512, 1)), n / np.linalg.norm(n, axis=1)[:, None]], 1))
+        unit = n / np.linalg.norm(n, axis=1)[:, None]
+        pts = jnp.asarray(np.concatenate([rng.uniform(0, 1, (512, 1)), unit], 1))
         loss = lambda net: {k: float(jnp.mean(jnp.sum(r * r, -1))) for k, r in problem.residuals(
             net, problem.coeff_values(), {"momentum": pts, "continuity": pts}, Autodiff()).items()}
         moving, still = loss(drifting), loss(state)
