@@ -23,6 +23,7 @@ time in ``summary.json`` (``metrics``).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -476,6 +477,7 @@ def williamson6(days: float = 1.0, wave: int = 4, omega_rh: float = 7.848e-6, K_
         cache = os.environ.get("PINNKIT_CACHE", reference_cache)
         si = dict(omega_rh=omega_rh, K_rh=K_rh, wave=R, h0=h0, gravity=gravity, radius=radius_m, omega=omega)
 
+        @functools.cache  # once per problem: every eval_every record and the summary reuse it
         def grid_reference():
             ref = sw.williamson6_reference(reference_truncation, days, reference_dt_s, 48,
                                            cache_dir=cache, **si)

@@ -89,23 +89,24 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20,
         flat, unravel = ravel_pytree(params)
         g, _ = ravel_pytree(grads)
         n = flat.shape[0]
-        mu = state.damping_scale if safeguard else jnp.ones((), flat.dtype)
-        # mu == 1 keeps the configured damping exactly (also 0); escalations need a base
-        base = jnp.where(mu > 1, max(damping, 1e-10), damping)
-        lam = base * mu * jnp.trace(gramian) / n
+        scale = damping  # the plain method; the safeguard multiplies it by mu (1 until a rejection)
+        if safeguard:  # escalations need a base also when damping is 0
+            mu = state.damping_scale
+            scale = jnp.where(mu > 1, max(damping, 1e-10), damping) * mu
+        lam = scale * jnp.trace(gramian) / n
         factor = jax.scipy.linalg.cho_factor(gramian + lam * jnp.eye(n, dtype=flat.dtype))
         d = -jax.scipy.linalg.cho_solve(factor, g)
         etas = 2.0 ** -jnp.arange(grid, dtype=flat.dtype)
         losses = jax.lax.map(lambda eta: value_fn(unravel(flat + eta * d)), etas)
         losses = jnp.where(jnp.isfinite(losses), losses, jnp.inf)
         best = jnp.argmin(losses)
-        ok = jnp.asarray(True) if value is None or not safeguard else losses[best] < value
+        count = optax.safe_int32_increment(state.count)
+        if not safeguard:
+            return unravel(etas[best] * d), NaturalGradientState(count, etas[best])
+        ok = jnp.asarray(True) if value is None else losses[best] < value
         eta = jnp.where(ok, etas[best], 0.0)
         mu = jnp.where(ok, jnp.maximum(mu / 10, 1.0), jnp.minimum(mu * 10, 1e30))
-        count = optax.safe_int32_increment(state.count)
-        if safeguard:
-            return unravel(eta * d), SafeguardedState(count, eta, mu)
-        return unravel(eta * d), NaturalGradientState(count, eta)
+        return unravel(eta * d), SafeguardedState(count, eta, mu)
 
     return optax.GradientTransformationExtraArgs(init, update)
 
