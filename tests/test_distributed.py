@@ -25,11 +25,11 @@ import pytest
 from pinnkit.cli.main import main
 from pinnkit.parallel import distributed as dist
 from pinnkit.parallel.mesh import evaluate_sharded, field_errors_sharded, make_mesh
-from pinnkit.run import checkpoint as ckpt
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
 from pinnkit.run.metrics import evaluate, field_errors
 from pinnkit.run.rundir import read_config
+from pinnkit.train import checkpoint as ckpt
 from pinnkit.train.loop import find_checkpoint, fit, plan
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,9 +21,9 @@ import pytest
 
 from pinnkit.optim import make_gauss_newton, natural_gradient, scale_by_soap, soap
 from pinnkit.parallel.mesh import make_mesh
-from pinnkit.run import checkpoint as ckpt
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
+from pinnkit.train import checkpoint as ckpt
 from pinnkit.train.loop import RESULTS, fit, make_loss, point_arrays, split_model
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from pinnkit.parallel.mesh import make_mesh
-from pinnkit.run import checkpoint as ckpt
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
 from pinnkit.run.metrics import evaluate
+from pinnkit.train import checkpoint as ckpt
 from pinnkit.train.loop import RESULTS, TrainingError, fit
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"

@@ -11,9 +11,9 @@ import pytest
 
 from pinnkit.errors import ConfigError
 from pinnkit.parallel.mesh import make_mesh, replicate
-from pinnkit.run import checkpoint as ckpt
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
+from pinnkit.train import checkpoint as ckpt
 from pinnkit.train.loop import (
     RESULTS,
     fit,

@@ -24,19 +24,7 @@ import textwrap
 from pathlib import Path
 
 from ..errors import PinnkitError
-
-
-def _apply_numerics(cfg, devices: int | None) -> None:
-    """The only place pinnkit touches global JAX state: before any computation."""
-    import jax
-
-    if devices is not None and devices > 1:
-        try:  # only affects the CPU backend (fake devices for testing / CPU clusters)
-            jax.config.update("jax_num_cpu_devices", devices)
-        except RuntimeError:
-            pass
-    jax.config.update("jax_enable_x64", bool(cfg.numerics.x64))
-    jax.config.update("jax_default_matmul_precision", cfg.numerics.matmul_precision)
+from .jaxsetup import apply_numerics, multiprocess_options
 
 
 class _Stop:
@@ -70,6 +58,8 @@ def _processes(args):
     from ..parallel.distributed import detect, initialize
 
     spec = detect(args.coordinator, args.num_processes, args.process_id)
+    if spec.multi:
+        multiprocess_options()
     initialize(spec, heartbeat_timeout=args.heartbeat_timeout)
     return spec
 
@@ -109,7 +99,7 @@ def cmd_train(args) -> int:
     else:
         cfg = load_config(args.config, overrides)
     out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-    _apply_numerics(cfg, args.devices)
+    apply_numerics(cfg, args.devices)
     stall = args.stall_timeout if args.stall_timeout is not None else (900.0 if spec.multi else 0.0)
     fit_options = dict(accumulate=cfg.train.accumulate, remat=cfg.train.remat,
                        donate=cfg.train.donate, stall_timeout=stall)
@@ -165,7 +155,7 @@ def _dry_run(cfg, fit_options) -> int:
 def cmd_eval(args) -> int:
     from ..run.rundir import evaluate_dir, read_config
 
-    _apply_numerics(read_config(args.run_dir), None)
+    apply_numerics(read_config(args.run_dir), None)
     print(json.dumps(evaluate_dir(args.run_dir), indent=2))
     return 0
 
@@ -173,7 +163,7 @@ def cmd_eval(args) -> int:
 def cmd_plot(args) -> int:
     from ..run.rundir import plot_dir, read_config
 
-    _apply_numerics(read_config(args.run_dir), None)
+    apply_numerics(read_config(args.run_dir), None)
     for p in plot_dir(args.run_dir):
         print(p)
     return 0

@@ -17,8 +17,8 @@ misses its heartbeats for ``heartbeat_timeout`` seconds and terminates every oth
 process with "the JAX distributed service detected fatal errors ... another task
 died" (non-zero exit), so a job never waits forever on a dead peer.
 
-Nothing here changes global JAX state at import; only `initialize` (called by the CLI
-and scripts before any computation) does.
+Nothing here writes `jax.config` (the CLI does, `pinnkit.cli.jaxsetup`); `initialize`
+starts the runtime, called by the CLI and scripts before any computation.
 """
 
 from __future__ import annotations
@@ -122,10 +122,11 @@ def initialize(
 ) -> None:
     """Starts `jax.distributed` for a multi-process ``spec`` (a single process: nothing).
 
-    Must run before any JAX computation. On CPU the collectives go over gloo (the
-    default CPU backend has none across processes). JAX's own preemption service is
-    turned off: pinnkit handles SIGTERM/SIGUSR1 itself and agrees on the stop step with
-    `agree_any`, which also covers SIGUSR1 and signals that reach only some processes.
+    Must run before any JAX computation, after the caller has set CPU collectives to
+    gloo and turned JAX's preemption service off (`pinnkit.cli.jaxsetup.multiprocess_options`:
+    pinnkit writes `jax.config` only in the CLI); pinnkit handles SIGTERM/SIGUSR1 itself
+    and agrees on the stop step with `agree_any`, which also covers signals that reach
+    only some processes.
 
     **Arguments:**
     - `heartbeat_timeout`: seconds without heartbeats after which a process counts as
@@ -135,8 +136,6 @@ def initialize(
     """
     if not spec.multi:
         return
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.config.update("jax_enable_preemption_service", False)
     kwargs = dict(
         initialization_timeout=init_timeout,
         heartbeat_timeout_seconds=heartbeat_timeout,

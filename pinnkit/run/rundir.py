@@ -29,9 +29,9 @@ from ..parallel.mesh import evaluate_sharded, is_main_process, make_mesh
 from ..physics.coeffs import values as coeff_values
 from ..physics.problem import Problem
 from ..plot.fields import write_plots
+from ..train import checkpoint as ckpt
 from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
 from ..train.windows import fit_windows, load_windows
-from . import checkpoint as ckpt
 from .build import build_run
 from .config import RunConfig, dump_config, from_dict
 from .metrics import predict

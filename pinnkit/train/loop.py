@@ -44,8 +44,8 @@ from jax.sharding import PartitionSpec as P
 from ..errors import ConfigError, PinnkitError, RunDirError
 from ..parallel.distributed import Watchdog, agree_any, broadcast_from_main, to_host
 from ..parallel.mesh import is_main_process, replicate, shard_rows
-from ..run import checkpoint as ckpt
 from ..run.build import Phase, Run
+from . import checkpoint as ckpt
 from .weighting import grad_norms, per_term_grads
 
 

@@ -220,7 +220,7 @@ def window_timing(out: Path | None, w: int, res, resume: bool) -> tuple[int, flo
     import json
 
     from ..parallel.mesh import is_main_process
-    from ..run.checkpoint import atomic_write_bytes
+    from .checkpoint import atomic_write_bytes
 
     path = None if out is None else window_dir(out, w) / "timing.json"
     steps, secs = 0, 0.0
@@ -292,7 +292,7 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
 def load_windows(run: Run, run_dir: Path) -> tuple[Windowed, dict, int]:
     """``(model, coeffs, steps)`` from the windows' newest checkpoints in ``run_dir``."""
     from ..errors import RunDirError
-    from ..run import checkpoint as ckpt
+    from . import checkpoint as ckpt
     from .loop import init_extra, split_model
 
     nets, coeffs, steps, prev = [], {}, 0, None
