@@ -14,6 +14,7 @@ import pytest
 
 from pinnkit.diffops import Autodiff
 from pinnkit.problems import PROBLEMS
+from pinnkit.problems.cavity import lid_driven_cavity
 from pinnkit.problems.navier_stokes import (
     GHIA_U,
     GHIA_V,
@@ -21,7 +22,6 @@ from pinnkit.problems.navier_stokes import (
     GHIA_Y,
     ghia_deviation,
     kovasznay_solution,
-    lid_driven_cavity,
     transfinite_extension,
 )
 
