@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..geometry.domains import Interval, SpaceTime
+from ..physics.hard import AbstractTimeRestart
 from ..physics.problem import Problem
 from ..physics.terms import Equation, Initial
 from ..sphere import ops as S
@@ -52,7 +53,7 @@ YEAR = 365.25 * DAY
 WIND = ("u_x", "u_y", "u_z")
 
 
-class InitialValue(eqx.Module):
+class InitialValue(AbstractTimeRestart):
     """Exact initial condition: $y_i(t, x) = g_i(x) + s_i\\,\\phi(t)\\,N_i(t, x)$ with
     $\\phi = (t - t_0)/(t_1 - t_0)$, or $\\phi = 1 - e^{-(t - t_0)/\\tau}$ when ``tau`` is given.
 
