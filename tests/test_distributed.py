@@ -30,7 +30,8 @@ from pinnkit.run.config import load_config
 from pinnkit.run.metrics import evaluate, field_errors
 from pinnkit.run.rundir import read_config
 from pinnkit.train import checkpoint as ckpt
-from pinnkit.train.loop import find_checkpoint, fit, plan
+from pinnkit.train.loop import find_checkpoint, fit
+from pinnkit.train.plan import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFT = str(ROOT / "configs" / "tiny" / "poisson2d_soft.yaml")  # two terms: pde, boundary

@@ -16,7 +16,8 @@ from pinnkit.physics.coeffs import Constrained, constrained
 from pinnkit.physics.observations import DataError, load_observations, write_table
 from pinnkit.run.build import build_run
 from pinnkit.run.config import from_dict, load_config
-from pinnkit.train.loop import fit, split_model
+from pinnkit.train.loop import fit
+from pinnkit.train.step import split_model
 
 # ------------------------------------------------------------------- coefficients
 

@@ -19,12 +19,14 @@ import numpy as np
 import optax
 import pytest
 
-from pinnkit.optim import make_gauss_newton, natural_gradient, scale_by_soap, soap
+from pinnkit.optim import natural_gradient, scale_by_soap, soap
 from pinnkit.parallel.mesh import make_mesh
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
 from pinnkit.train import checkpoint as ckpt
-from pinnkit.train.loop import RESULTS, fit, make_loss, point_arrays, split_model
+from pinnkit.train.loop import RESULTS, fit
+from pinnkit.train.loss import make_loss
+from pinnkit.train.step import point_arrays, split_model
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"
 
@@ -128,7 +130,7 @@ def _cfg(*over):
 
 
 def test_gramian_sharded_equals_full_jacobian(x64):
-    """make_gauss_newton on 4 devices (per-device J^T J, psum) against the Gramian of the
+    """Loss.gauss_newton on 4 devices (per-device J^T J, psum) against the Gramian of the
     full stacked residual Jacobian on one device (jax.jacfwd of Problem.residuals), and
     its gradient against jax.grad of the training loss. float64: rtol 1e-10."""
     from jax.flatten_util import ravel_pytree
@@ -137,7 +139,7 @@ def test_gramian_sharded_equals_full_jacobian(x64):
     run4 = build_run(cfg, mesh=make_mesh(4))
     params, static = split_model(run4)
     key = jax.random.key(9)
-    total, terms, gram, grad = jax.jit(make_gauss_newton(run4, static))(params, key, point_arrays(run4))
+    total, terms, gram, grad = jax.jit(make_loss(run4, static).gauss_newton)(params, key, point_arrays(run4))
 
     run1 = build_run(cfg, mesh=make_mesh(1))
     arrays = point_arrays(run1)
@@ -204,10 +206,10 @@ def test_config_errors(over, match):
 
 def test_exponential_decay_with_warmup():
     """schedule exponential_decay + warmup_steps: linear from 0 to lr, then lr * rate^(k/decay)."""
-    from pinnkit.run.build import _schedule
+    from pinnkit.train.phases.optax import schedule
 
     cfg = _cfg("optim.phases.0={kind: adam, lr: 0.01, schedule: {kind: exponential_decay, "
                "warmup_steps: 10, decay_steps: 20, rate: 0.5}}")
-    sched = _schedule(cfg.optim.phases[0], 500)
+    sched = schedule(cfg.optim.phases[0], cfg.optim.phases[0].lr, 500)
     np.testing.assert_allclose([sched(0), sched(5), sched(10), sched(30), sched(50)],
                                [0.0, 0.005, 0.01, 0.005, 0.0025], rtol=1e-6)

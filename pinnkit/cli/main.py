@@ -2,10 +2,10 @@
 
 User mistakes (config errors, missing files, bad run folders) print one paragraph on
 stderr and exit with status 2, without a traceback. Training that ends on a non-finite
-loss exits 1; SIGTERM or SIGUSR1 (preemption, SLURM's ``--signal``) finishes the current
-chunk, writes a checkpoint and exits 0 so that a requeued job can ``--resume auto``;
-Ctrl-C (SIGINT) does the same and exits 130. A process that stalls past
-``--stall-timeout`` exits 70.
+or diverging loss exits 1 (``train.max_time`` and a met tolerance exit 0); SIGTERM or
+SIGUSR1 (preemption, SLURM's ``--signal``) finishes the current chunk, writes a
+checkpoint and exits 0 so that a requeued job can ``--resume auto``; Ctrl-C (SIGINT)
+does the same and exits 130. A process that stalls past ``--stall-timeout`` exits 70.
 
 Multi-process runs (several hosts, or one process per GPU): under ``srun`` with more
 than one task nothing is needed; other launchers pass ``--coordinator HOST:PORT
@@ -119,7 +119,7 @@ def cmd_train(args) -> int:
         + f"; results in {out}/",
         file=sys.stderr,
     )
-    if summary["outcome"] == "nonfinite_loss":
+    if summary["outcome"] in ("nonfinite_loss", "diverged"):  # RESULTS.failed
         print_(f"pinnkit: {summary['message']}", file=sys.stderr)
         return 1
     if summary["outcome"] == "interrupted":
@@ -131,7 +131,7 @@ def _dry_run(cfg, fit_options) -> int:
     """Prints the plan of a run (mesh, batches, parameters, compiled memory) as JSON."""
     from ..parallel.mesh import is_main_process
     from ..run.build import build_run
-    from ..train.loop import plan
+    from ..train.plan import plan
 
     fit_options.pop("stall_timeout")
     info = plan(build_run(cfg), **fit_options)
