@@ -12,12 +12,12 @@ import jax
 import numpy as np
 import pytest
 
-from pinnkit import cli
-from pinnkit.config import load_config
+from pinnkit.cli import main as cli
 from pinnkit.errors import PinnkitError
-from pinnkit.observations import read_table, write_table
-from pinnkit.predict import predict, write_prediction
-from pinnkit.rundir import load_run, train_to_dir
+from pinnkit.physics.observations import read_table, write_table
+from pinnkit.run.config import load_config
+from pinnkit.run.predict import predict, write_prediction
+from pinnkit.run.rundir import load_run, train_to_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
