@@ -26,14 +26,14 @@ import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from pinnkit.build import build_run
-from pinnkit.config import load_config
 from pinnkit.errors import ConfigError
 from pinnkit.optim import make_gauss_newton, natural_gradient
 from pinnkit.optim.quasi_newton import check_dense_memory, dense_memory_bytes, ssbfgs, ssbroyden
 from pinnkit.optim.woodbury import natural_gradient_direction, weighted_rows, woodbury_natural_gradient
-from pinnkit.parallel import make_mesh
-from pinnkit.train import point_arrays, split_model
+from pinnkit.parallel.mesh import make_mesh
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.train.loop import point_arrays, split_model
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"
 MEMBERS = {"ssbfgs": ssbfgs, "ssbroyden": ssbroyden}
