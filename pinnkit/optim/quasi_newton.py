@@ -5,7 +5,7 @@ Both keep a dense approximation $H_k \\approx \\nabla^2 L^{-1}$ over the flatten
 parameters (`jax.flatten_util.ravel_pytree` order), start from $H_0 = I$ and step
 $$d_k = -H_k g_k, \\qquad s_k = \\alpha_k d_k, \\qquad \\theta_{k+1} = \\theta_k + s_k,$$
 with $\\alpha_k$ from a strong-Wolfe line search. With $y_k = g_{k+1} - g_k$ the inverse
-update of the self-scaled Broyden family (Urbán et al., §2, the inverse-Hessian form of
+update of the self-scaled Broyden family (both papers; the inverse-Hessian form of
 Al-Baali's self-scaling class) is
 $$H_{k+1} = \\frac{1}{\\tau_k}\\Big(H_k - \\frac{H_k y_k y_k^\\top H_k}{y_k^\\top H_k y_k}
 + \\varphi_k v_k v_k^\\top\\Big) + \\frac{s_k s_k^\\top}{y_k^\\top s_k}, \\qquad
