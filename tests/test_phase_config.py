@@ -7,6 +7,7 @@ import sys
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -97,3 +98,33 @@ def test_every_shipped_config_is_valid():
         except ConfigError as e:
             bad[str(path.relative_to(ROOT))] = str(e)
     assert not bad, bad
+
+
+def test_a_run_folder_written_before_the_redesign_loads_and_resumes(tmp_path):
+    """tests/golden/legacy_run was written by the code before phases became classes (the
+    flat phase schema in config.yaml; Adam for 20 steps, then L-BFGS; checkpoints at step
+    20 with Adam's state and 40 with L-BFGS's). It loads, resumes from the L-BFGS state
+    to 60 steps, and from the Adam state to the same losses as the old run logged (bit
+    for bit on the machine that wrote it; rtol 1e-4 elsewhere, float32 rounding)."""
+    import json
+    import shutil
+
+    from pinnkit.parallel.mesh import make_mesh
+    from pinnkit.run.build import build_run
+    from pinnkit.run.rundir import load_run, read_config
+    from pinnkit.train import RESULTS, fit
+
+    legacy = ROOT / "tests" / "golden" / "legacy_run"
+    a = shutil.copytree(legacy, tmp_path / "a")
+    assert load_run(a).step == 40
+    res = fit(build_run(read_config(a, ["train.steps=60"]), mesh=make_mesh(1)), out_dir=a,
+              resume=True, progress=False)
+    assert res.result is RESULTS.successful and res.step == 60
+    b = shutil.copytree(legacy, tmp_path / "b")
+    (b / "checkpoints" / "step_00000040.eqx").unlink()
+    res = fit(build_run(read_config(b), mesh=make_mesh(1)), out_dir=b, resume=True, progress=False)
+    assert res.step == 40
+    old = {r["step"]: r["loss"] for r in map(json.loads, (legacy / "metrics.jsonl").read_text().splitlines())}
+    new = {h["step"]: h["loss"] for h in res.history}
+    assert sorted(new) == [20, 30, 39]
+    np.testing.assert_allclose([new[s] for s in new], [old[s] for s in new], rtol=1e-4)

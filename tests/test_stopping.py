@@ -113,7 +113,7 @@ def test_compiling_line_and_rates_without_compilation(tmp_path):
     r = _cli("--out", str(out), "--set", "train.steps=100", "--set", "train.chunk=50",
              "--set", "optim.phases.0.steps=50", "--set", "optim.phases.1={kind: lbfgs}", "--no-plots")
     assert r.returncode == 0, r.stderr
-    lines = [x for x in r.stderr.splitlines() if "compiling" in x]
+    lines = [x for x in r.stderr.splitlines() if x.startswith("pinnkit: compiling")]
     assert len(lines) == 2, r.stderr
     assert lines[0].startswith("pinnkit: compiling phase 0 (adam), 50-step chunk ... (")
     assert lines[1].startswith("pinnkit: compiling phase 1 (lbfgs), 50-step chunk ... (")
