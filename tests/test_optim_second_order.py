@@ -220,8 +220,8 @@ def test_woodbury_equals_gramian_and_natural_gradient(x64, n_pde, n_boundary):
     np.testing.assert_allclose(d_w, d_g, rtol=1e-10, atol=1e-10 * float(jnp.abs(d_g).max()))
     np.testing.assert_allclose(lam_w, lam_g, rtol=1e-14)
     # the same rows give Loss.gauss_newton's Gramian and gradient, so natural_gradient's step
-    _, _, gram, grads = jax.jit(make_loss(run, static).gauss_newton)(params, jax.random.key(0),
-                                                                     point_arrays(run))
+    gauss_newton = make_loss(run, static).gauss_newton
+    _, _, gram, grads = jax.jit(lambda *a: gauss_newton(*a))(params, jax.random.key(0), point_arrays(run))
     np.testing.assert_allclose(jac.T @ jac, gram, rtol=1e-12, atol=1e-14 * float(jnp.abs(gram).max()))
     old, _ = natural_gradient(damping=1e-3, grid=1).update(
         grads, natural_gradient().init(params), params, gramian=gram, value_fn=lambda p: 0.0)

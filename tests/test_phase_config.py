@@ -128,3 +128,38 @@ def test_a_run_folder_written_before_the_redesign_loads_and_resumes(tmp_path):
     new = {h["step"]: h["loss"] for h in res.history}
     assert sorted(new) == [20, 30, 39]
     np.testing.assert_allclose([new[s] for s in new], [old[s] for s in new], rtol=1e-4)
+
+
+def test_a_new_phase_is_one_class_and_one_registry_entry(monkeypatch):
+    """What docs/architecture.md promises: a phase kind is a class (with its config
+    dataclass) plus its entry in `PHASES`; the config loader, the builder and the loop
+    need nothing else. Here RMSprop, registered for this test only, trains tiny P1."""
+    from dataclasses import dataclass
+    from typing import ClassVar, Literal
+
+    import optax
+
+    from pinnkit.parallel.mesh import make_mesh
+    from pinnkit.run.build import build_run
+    from pinnkit.train import RESULTS, fit
+    from pinnkit.train.phases.optax import AbstractOptaxPhase, GradientConfig
+
+    @dataclass(frozen=True)
+    class RmspropConfig(GradientConfig):
+        kind: Literal["rmsprop"] = "rmsprop"
+
+    class RmspropPhase(AbstractOptaxPhase):
+        kind: ClassVar[str] = "rmsprop"
+        Config: ClassVar[type] = RmspropConfig
+
+        @staticmethod
+        def transformation(cfg, lr):
+            return optax.rmsprop(lr)
+
+    monkeypatch.setitem(PHASES, "rmsprop", RmspropPhase)
+    cfg = load_config(TINY, ["optim.phases.0={kind: rmsprop, lr: 1.0e-2}", "train.steps=60",
+                             "train.chunk=30", "train.log_every=10"])
+    assert type(cfg.optim.phases[0]) is RmspropConfig
+    res = fit(build_run(cfg, mesh=make_mesh(1)), progress=False)
+    losses = [h["loss"] for h in res.history]
+    assert res.result is RESULTS.successful and losses[-1] < losses[0] / 2, losses

@@ -49,7 +49,8 @@ class NoisyLaplacian(AbstractDiffMethod):
 
 def _losses(run, keys):
     params, static = split_model(run)
-    loss = jax.jit(make_loss(run, static).__call__)
+    loss_fn = make_loss(run, static)
+    loss = jax.jit(lambda p, k, a: loss_fn(p, k, a))
     arrays = point_arrays(run)
     return np.array([float(loss(params, k, arrays)[0]) for k in keys])
 

@@ -59,8 +59,8 @@ WINDOWED = ("train.steps=100", "train.chunk=50", "train.time_windows=2")
 
 @pytest.fixture(scope="module")
 def windowed_dir(tmp_path_factory):
-    """A run directory of 2 windows x 100 steps in chunks of 50 (the second chunk of each
-    window runs compiled, so it is timed) and its summary."""
+    """A run directory of 2 windows x 100 steps in chunks of 50 (compiled ahead of time,
+    so every chunk is timed) and its summary."""
     out = tmp_path_factory.mktemp("windows") / "r"
     summary = train_to_dir(_cfg(*WINDOWED), out, progress=False, plots=False, mesh=make_mesh(1))
     return out, summary
@@ -76,7 +76,7 @@ def test_windows_in_a_run_directory(windowed_dir):
 
 
 def test_windowed_summary_reports_steps_per_s_also_when_resumed(windowed_dir):
-    """steps/s over the timed steps of all windows (50 per window here): finite and
+    """steps/s over the timed steps of all windows (all 100 per window here): finite and
     positive in summary.json, and unchanged when the finished run is resumed (no window
     runs a step then; the timings of the process that trained them are in
     windows/wK/timing.json), where it used to be null."""
@@ -86,8 +86,8 @@ def test_windowed_summary_reports_steps_per_s_also_when_resumed(windowed_dir):
     rate = on_disk["steps_per_s"]
     assert rate is not None and np.isfinite(rate) and rate > 0
     timings = [json.loads((out / "windows" / f"w{w}" / "timing.json").read_text()) for w in (0, 1)]
-    assert [t["timed_steps"] for t in timings] == [50, 50]
-    want = 100 / sum(t["timed_s"] for t in timings)
+    assert [t["timed_steps"] for t in timings] == [100, 100]
+    want = 200 / sum(t["timed_s"] for t in timings)
     np.testing.assert_allclose(rate, want, rtol=1e-3)  # summary.json rounds to 3 decimals
     resumed = train_to_dir(_cfg(*WINDOWED), out, resume=True, progress=False, plots=False,
                            mesh=make_mesh(1))

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from ..errors import ConfigError
+from ..train.phases import PHASES
 
 # The schema lives in pinnkit/run/schema.py; its names stay importable from here.
 from .schema import PHASE_CONFIGS as PHASE_CONFIGS
@@ -154,18 +155,19 @@ def _phase(value, path: str, where: str):
     if not isinstance(value, dict):
         raise _Mismatch
     kind = value.get("kind", "adam")
-    if kind not in PHASE_CONFIGS:
+    configs = {k: c.Config for k, c in PHASES.items()}  # the registry as it is now
+    if kind not in configs:
         raise ConfigError(
-            f"{where}: {path}.kind: expected one of {', '.join(map(repr, PHASE_CONFIGS))}, got "
+            f"{where}: {path}.kind: expected one of {', '.join(map(repr, configs))}, got "
             f"{kind!r}. Fix the value in the file or with --set {path}.kind=..."
         )
-    cls = PHASE_CONFIGS[kind]
+    cls = configs[kind]
     names = [f.name for f in dataclasses.fields(cls)]
     if _LEGACY_PHASE_KEYS <= set(value):  # a resolved config of the flat schema: the
         value = {k: v for k, v in value.items() if k in names}  # other kinds' keys were unused
     unknown = [k for k in value if k not in names]
     if unknown:
-        others = sorted(k for k, c in PHASE_CONFIGS.items()
+        others = sorted(k for k, c in configs.items()
                         if unknown[0] in {f.name for f in dataclasses.fields(c)})
         taken = f" ({', '.join(others)} phases do)" if others else ""
         raise ConfigError(

@@ -165,6 +165,7 @@ class WeightingConfig:
 # ``optim.phases.N``: one optimiser phase, a tagged union over the kinds of the phase
 # registry (`pinnkit.train.phases.PHASES`): ``kind`` selects the dataclass (each lives in
 # its phase's file), and an option of another kind is an error listing the kind's own.
+# (The loader reads the registry at load time, so a phase registered later loads too.)
 PHASE_CONFIGS: dict[str, type] = {k: cls.Config for k, cls in PHASES.items()}
 PhaseConfig = typing.Union[tuple(PHASE_CONFIGS.values())]  # noqa: UP007 (built at run time)
 

@@ -15,7 +15,7 @@ Causal weights are rebuilt on each window's interval.
 The final model is `Windowed`: the piecewise network that evaluates, at a point with
 time $t$, the network of the window containing $t$ (the earlier window at an edge).
 Each window's run lives in ``RUN/windows/w{k}/`` (checkpoints, metrics.jsonl, and
-timing.json: the steps timed after compilation and their seconds, over every process
+timing.json: the steps timed (compilation excluded) and their seconds, over every process
 that trained the window); a resumed run skips finished windows. The run's steps/s is
 $\sum_w n_w / \sum_w s_w$ over those timed steps, so a resumed run still reports it.
 """
@@ -173,7 +173,7 @@ def window_dir(out: Path | None, w: int) -> Path | None:
 
 
 def window_timing(out: Path | None, w: int, res, resume: bool) -> tuple[int, float]:
-    """``(steps, seconds)`` timed in window ``w`` (chunks after their compilation, as
+    """``(steps, seconds)`` timed in window ``w`` (every chunk, compilation excluded, as
     `pinnkit.train.loop.fit` times them): this process's (``res``, its `FitResult`) plus, when
     resuming, those of earlier processes read from ``windows/w{w}/timing.json``. The sum is
     written back there (process 0), so that a resumed run whose windows are already
@@ -215,8 +215,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
 
     **Returns:** a `FitResult` whose ``network`` is the `Windowed` model of the windows
     trained so far (all of them unless stopped early) and whose ``steps_per_s`` is that of
-    the steps timed in any window (`window_timing`; NaN if no chunk ran after its
-    compilation, e.g. every window one chunk).
+    the steps timed in any window (`window_timing`; NaN if no chunk ran, e.g. a resumed
+    run of finished windows without their timing.json).
     """
     import json
 
