@@ -5,6 +5,7 @@ and lower the error, the flow figures and the notebook run."""
 
 import json
 import math
+import os
 from pathlib import Path
 
 import jax
@@ -267,11 +268,12 @@ def test_notebook_executes(tiny_runs, monkeypatch):
     import nbclient
     import nbformat
 
-    monkeypatch.setenv("PINNKIT_RUN", str(tiny_runs["ns_cavity"]))
+    # Jupyter starts the kernel in notebooks/; a relative PINNKIT_RUN is relative to the repository
+    monkeypatch.setenv("PINNKIT_RUN", os.path.relpath(tiny_runs["ns_cavity"], ROOT))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(ROOT / "notebooks" / "02_navier_stokes.ipynb", as_version=4)
     nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
     ).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "max deviation from Ghia" in text
