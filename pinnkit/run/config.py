@@ -657,13 +657,35 @@ def from_dict(data: dict, where: str = "<config>", source_dir: str | None = None
     return validate(cfg, where)
 
 
+def from_dict_with_overrides(data: dict, overrides: list[str] | None, where: str,
+                             source_dir: str | None = None) -> RunConfig:
+    """`from_dict` of ``data`` with ``--set`` ``overrides`` applied. An error that only
+    the overrides cause is reported against the first ``--set KEY=VALUE`` after which the
+    config no longer validates, not against the file ``where``."""
+    if not overrides:
+        return from_dict(data, where=where, source_dir=source_dir)
+    try:
+        return from_dict(apply_overrides(data, overrides), where=where, source_dir=source_dir)
+    except ConfigError as full:
+        try:
+            from_dict(data, where=where, source_dir=source_dir)
+        except ConfigError:
+            raise full from None  # the file alone is wrong already: report it as it is
+        for k, text in enumerate(overrides):
+            try:
+                from_dict(apply_overrides(data, overrides[: k + 1]), where=f"--set {text}",
+                          source_dir=source_dir)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (from the command line; the file {where} alone is valid)") from None
+        raise full from None  # only the overrides together fail: say so as found
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """Reads, overrides and validates a config file. Raises `ConfigError`."""
+    """Reads, overrides and validates a config file. Raises `ConfigError` (naming the
+    ``--set`` override that causes it, if one does)."""
     path = Path(path)
     data = _read_yaml(path)
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return from_dict(data, where=str(path), source_dir=str(path.parent.resolve()))
+    return from_dict_with_overrides(data, overrides, str(path), str(path.parent.resolve()))
 
 
 def dump_config(cfg: RunConfig, extra: dict | None = None) -> str:

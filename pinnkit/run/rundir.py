@@ -33,7 +33,7 @@ from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, s
 from ..train.windows import fit_windows, load_windows
 from . import checkpoint as ckpt
 from .build import build_run
-from .config import RunConfig, dump_config, from_dict
+from .config import RunConfig, dump_config
 from .metrics import predict
 
 versions = ckpt.package_versions
@@ -45,7 +45,7 @@ def _write_text(path: Path, text: str) -> None:
 
 def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     """The resolved config stored in ``run_dir/config.yaml`` (with optional overrides)."""
-    from .config import apply_overrides
+    from .config import from_dict_with_overrides
 
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
@@ -56,9 +56,7 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     data = yaml.safe_load(path.read_text()) or {}
     data.pop("versions", None)
     source_dir = data.pop("source_dir", None)
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return from_dict(data, where=str(path), source_dir=source_dir)
+    return from_dict_with_overrides(data, overrides, str(path), source_dir)
 
 
 def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
