@@ -47,7 +47,7 @@ def plain(text: str) -> str:
     s = re.sub(r"\\mathbf\s+(\w)", r"\1", s)
     s = re.sub(r"\\[,;:! ]", " ", s)
     s = re.sub(r"\\([A-Za-z]+)", lambda m: _command(m.group(1)), s)
-    s = re.sub(r"(?<=[\w)])\x01", " ", s).replace("\x01", "")
+    s = re.sub(r"(?<=[\w)}\]])\x01", " ", s).replace("\x01", "")
     s = re.sub(r"\^\{([0-9+-]+)\}|\^([0-9])", lambda m: (m.group(1) or m.group(2)).translate(_SUPER), s)
     s = re.sub(r"\^\{([^{}]*)\}", r"^(\1)", s)
     s = s.replace("{", "").replace("}", "")
