@@ -264,6 +264,16 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class LoggingConfig:
+    """``logging``: live curves besides ``metrics.jsonl`` (`pinnkit.run.live`):
+    ``tensorboard`` writes TensorBoard event files to ``RUN/tensorboard`` (the
+    ``tensorboard`` extra), read from the JSONL every ``every_s`` seconds."""
+
+    tensorboard: bool = False
+    every_s: float = 2.0
+
+
+@dataclass(frozen=True)
 class RunConfig:
     problem: ProblemConfig = field(default_factory=ProblemConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
@@ -276,6 +286,7 @@ class RunConfig:
     numerics: NumericsConfig = field(default_factory=NumericsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
     # Folder of the config file: user files named in it resolve relative to it.
     source_dir: str | None = field(default=None, compare=False)
 
@@ -552,6 +563,7 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(cfg.checkpoint.keep >= 1, where, "checkpoint.keep", "expected >= 1", cfg.checkpoint.keep)
     _check(cfg.eval.resolution >= 2, where, "eval.resolution", "expected >= 2", cfg.eval.resolution)
     _check(cfg.eval.batch >= 1, where, "eval.batch", "expected >= 1", cfg.eval.batch)
+    _check(cfg.logging.every_s > 0, where, "logging.every_s", "expected a number > 0", cfg.logging.every_s)
     return cfg
 
 
