@@ -163,7 +163,7 @@ def test_ghia_tables():
         assert np.sum(np.diff(np.sign(u[1:-1])) != 0) == 1
         vv = v[1:-1][~np.isnan(v[1:-1])]
         assert np.sum(np.diff(np.sign(vv)) != 0) == 1
-    # The Re = 100 values of BENCHMARKS.md (P4), spot checks.
+    # The Re = 100 values of Ghia et al. (1982), Tables I and II (P4), spot checks.
     assert GHIA_U[100][8] == -0.20581 and GHIA_V[100][7] == -0.24533 and GHIA_V[100][9] == 0.17527
     # Only the suspect printed value (Re = 400, v at x = 0.9063) is left out.
     assert np.isnan(GHIA_V[400]).sum() == 1 and np.isnan(GHIA_V[400][5])

@@ -1,6 +1,6 @@
 """The run configuration: YAML → typed, frozen dataclasses, validated once.
 
-Sections (DESIGN.md §5): ``problem, network, sampler, diffops, weighting, optim, train,
+Sections (docs/config.md): ``problem, network, sampler, diffops, weighting, optim, train,
 mesh, numerics, checkpoint`` plus ``eval`` (evaluation grid). Every key has a default,
 so a config file only states what differs (see ``docs/config.md`` for the reference).
 
