@@ -221,3 +221,15 @@ def test_predict_table_columns_on_the_sphere(sphere_run):
     cols = predict(sphere_run, grid="3")
     assert {"t", "x", "y", "z", "lat", "lon", "h", "shape"} <= set(cols)
     assert tuple(cols["shape"]) == (3, 3, 4)
+
+
+def test_mean_free_field_is_plotted_without_its_constant():
+    """A pressure off by a constant (per time) is a correct pressure: the error panels
+    show ~0, as the error figures in summary.json do."""
+    dom = SpaceTime(Box((0, 0), (1, 1)), 0.0, 1.0)
+    shape = (3, 5, 5)
+    ref = np.random.default_rng(0).normal(size=shape)
+    pred = ref + np.array([1.0, 5.0, -2.0])[:, None, None]
+    fig = field_figure(dom, shape, pred.ravel(), ref.ravel(), "p", mean_free=True)
+    errors = _meshes(fig)[2::3]
+    assert len(errors) == 3 and max(float(np.max(m.get_array())) for m in errors) < 1e-12

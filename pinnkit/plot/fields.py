@@ -69,9 +69,12 @@ def _axes_of(domain, shape) -> dict[str, np.ndarray]:
     return {c: np.linspace(a, b, n) for c, a, b, n in zip(domain.coords, lo, hi, shape, strict=True)}
 
 
-def field_figure(domain, shape, pred, ref, name: str, units: dict[str, str] | None = None):
+def field_figure(domain, shape, pred, ref, name: str, units: dict[str, str] | None = None,
+                 mean_free: bool = False):
     """Prediction, reference and |error| of field ``name`` on a box grid of ``shape``
-    (``indexing="ij"`` over ``domain.coords``); the layouts of the module docstring."""
+    (``indexing="ij"`` over ``domain.coords``); the layouts of the module docstring.
+    ``mean_free``: a field defined up to a constant (pressure; up to a function of time
+    when time-dependent) is shown with its spatial mean removed, as its errors are."""
     units = dict(units or {})
     coords = list(domain.coords)
     P = np.asarray(pred).reshape(shape)
@@ -81,6 +84,14 @@ def field_figure(domain, shape, pred, ref, name: str, units: dict[str, str] | No
         it = coords.index("t")
         P = np.moveaxis(P, it, 0)
         R = None if R is None else np.moveaxis(R, it, 0)
+    if mean_free:
+        space = tuple(range(1 if "t" in coords else 0, P.ndim))
+        P = P - np.mean(P, axis=space, keepdims=True)
+        R = None if R is None else R - np.mean(R, axis=space, keepdims=True)
+        if name in units:
+            units[f"{name} (mean removed)"] = units[name]
+        name = f"{name} (mean removed)"
+    if "t" in coords:
         space = [c for c in coords if c != "t"]
         if len(space) == 1:
             return _time_line_figure(ax_of, space[0], P, R, name, units)
@@ -181,6 +192,10 @@ def _time_line_figure(ax_of, cx, P, R, name, units):
         if has_ref:
             prof.plot(x, R[i], "--", color=c, lw=1)
             errs.semilogy(x, np.abs(P[i] - R[i]) + 1e-300, color=c, label=when)
+    if has_ref:  # an exact initial condition gives ~1e-16 errors: keep six decades in view
+        top = float(np.nanmax(np.abs(P - R)))
+        if top > 0:
+            errs.set_ylim(top * 1e-6, top * 2)
     prof.set(xlabel=label(cx, units), ylabel=label(name, units),
              title=f"{name} at four times" + (" (dashed: reference)" if has_ref else ""))
     prof.legend(fontsize=8)
@@ -228,7 +243,8 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
         if on_sphere:
             fig = map_figure(sphere_fields, name, times, units=units)
         else:
-            fig = field_figure(problem.domain, grid["shape"], grid["pred"][:, i], ref, name, units)
+            fig = field_figure(problem.domain, grid["shape"], grid["pred"][:, i], ref, name, units,
+                               mean_free=name in problem.mean_free)
         p = out / f"{name}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)
