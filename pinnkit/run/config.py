@@ -1,6 +1,6 @@
 """The run configuration: YAML → typed, frozen dataclasses, validated once.
 
-Sections (DESIGN.md §5): ``problem, network, sampler, diffops, weighting, optim, train,
+Sections (docs/config.md): ``problem, network, sampler, diffops, weighting, optim, train,
 mesh, numerics, checkpoint`` plus ``eval`` (evaluation grid). Every key has a default,
 so a config file only states what differs (see ``docs/config.md`` for the reference; the
 schema is `pinnkit.run.schema`).
@@ -36,6 +36,7 @@ from .schema import CoeffConfig as CoeffConfig
 from .schema import DiffOpsConfig as DiffOpsConfig
 from .schema import EvalConfig as EvalConfig
 from .schema import FourierConfig as FourierConfig
+from .schema import LoggingConfig as LoggingConfig
 from .schema import MeshConfig as MeshConfig
 from .schema import NetworkConfig as NetworkConfig
 from .schema import NumericsConfig as NumericsConfig
@@ -333,6 +334,7 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(cfg.checkpoint.keep >= 1, where, "checkpoint.keep", "expected >= 1", cfg.checkpoint.keep)
     _check(cfg.eval.resolution >= 2, where, "eval.resolution", "expected >= 2", cfg.eval.resolution)
     _check(cfg.eval.batch >= 1, where, "eval.batch", "expected >= 1", cfg.eval.batch)
+    _check(cfg.logging.every_s > 0, where, "logging.every_s", "expected a number > 0", cfg.logging.every_s)
     return cfg
 
 
@@ -438,13 +440,35 @@ def from_dict(data: dict, where: str = "<config>", source_dir: str | None = None
     return validate(cfg, where)
 
 
+def from_dict_with_overrides(data: dict, overrides: list[str] | None, where: str,
+                             source_dir: str | None = None) -> RunConfig:
+    """`from_dict` of ``data`` with ``--set`` ``overrides`` applied. An error that only
+    the overrides cause is reported against the first ``--set KEY=VALUE`` after which the
+    config no longer validates, not against the file ``where``."""
+    if not overrides:
+        return from_dict(data, where=where, source_dir=source_dir)
+    try:
+        return from_dict(apply_overrides(data, overrides), where=where, source_dir=source_dir)
+    except ConfigError as full:
+        try:
+            from_dict(data, where=where, source_dir=source_dir)
+        except ConfigError:
+            raise full from None  # the file alone is wrong already: report it as it is
+        for k, text in enumerate(overrides):
+            try:
+                from_dict(apply_overrides(data, overrides[: k + 1]), where=f"--set {text}",
+                          source_dir=source_dir)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (from the command line; the file {where} alone is valid)") from None
+        raise full from None  # only the overrides together fail: say so as found
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """Reads, overrides and validates a config file. Raises `ConfigError`."""
+    """Reads, overrides and validates a config file. Raises `ConfigError` (naming the
+    ``--set`` override that causes it, if one does)."""
     path = Path(path)
     data = _read_yaml(path)
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return from_dict(data, where=str(path), source_dir=str(path.parent.resolve()))
+    return from_dict_with_overrides(data, overrides, str(path), str(path.parent.resolve()))
 
 
 def dump_config(cfg: RunConfig, extra: dict | None = None) -> str:

@@ -232,6 +232,16 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class LoggingConfig:
+    """``logging``: live curves besides ``metrics.jsonl`` (`pinnkit.run.live`):
+    ``tensorboard`` writes TensorBoard event files to ``RUN/tensorboard`` (the
+    ``tensorboard`` extra), read from the JSONL every ``every_s`` seconds."""
+
+    tensorboard: bool = False
+    every_s: float = 2.0
+
+
+@dataclass(frozen=True)
 class RunConfig:
     problem: ProblemConfig = field(default_factory=ProblemConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
@@ -244,6 +254,7 @@ class RunConfig:
     numerics: NumericsConfig = field(default_factory=NumericsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
     # Folder of the config file: user files named in it resolve relative to it.
     source_dir: str | None = field(default=None, compare=False)
 

@@ -33,7 +33,7 @@ from jaxtyping import Array, Float
 from .._types import Point
 from ..errors import ConfigError
 from ..nn.layers import Normalize, PeriodicEmbedding
-from ..physics.hard import AbstractTimeRestart
+from ..physics.constraints import AbstractTimeRestart
 from ..physics.problem import Problem
 from ..physics.terms import Initial
 from ..sphere.domain import SphereEmbedding
