@@ -152,10 +152,9 @@ def test_training_reads_no_config():
         assert "RunConfig" not in path.read_text(), path
 
 
-# Files another branch splits or shrinks at the same time (remove when merged): the
-# Taylor engine (its rules move to the layers) and climate.py (its hard initial
-# condition moves into the library).
-PENDING = {"pinnkit/diffops/_taylor.py", "pinnkit/problems/climate.py"}
+# A file another branch splits at the same time (remove when merged): the Taylor engine,
+# whose rules move to the layers.
+PENDING = {"pinnkit/diffops/_taylor.py"}
 
 
 def test_no_source_file_over_500_lines_without_a_reason():
