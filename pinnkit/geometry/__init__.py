@@ -1,0 +1,30 @@
+"""Geometry beyond boxes: shapes given by signed distances, CSG, similarity transforms,
+triangle meshes, and approximate distance functions for exact boundary conditions.
+
+Every shape is a `pinnkit.domains.AbstractDomain` (named coordinates, ``interior`` and
+named boundary pieces with outward normals), so terms, samplers and problems use it as
+they use a `Box`; docs/geometry.md is the guide.
+"""
+
+from .base import AbstractAtom as AbstractAtom
+from .base import AbstractShape as AbstractShape
+from .base import Frame as Frame
+from .base import Part as Part
+from .csg import Difference as Difference
+from .csg import Intersection as Intersection
+from .csg import Union as Union
+from .csg import difference as difference
+from .csg import intersection as intersection
+from .csg import union as union
+from .distance import DistanceDirichlet as DistanceDirichlet
+from .distance import adf as adf
+from .distance import signed_adf as signed_adf
+from .primitives2d import Disk as Disk
+from .primitives2d import Ellipse as Ellipse
+from .primitives2d import Polygon as Polygon
+from .primitives2d import Rectangle as Rectangle
+from .primitives2d import Triangle as Triangle
+from .transforms import Transformed as Transformed
+from .transforms import rotate as rotate
+from .transforms import scale as scale
+from .transforms import translate as translate
