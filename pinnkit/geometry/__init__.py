@@ -10,6 +10,8 @@ from .base import AbstractAtom as AbstractAtom
 from .base import AbstractShape as AbstractShape
 from .base import Frame as Frame
 from .base import Part as Part
+from .config import GeometryError as GeometryError
+from .config import build_domain as build_domain
 from .csg import Difference as Difference
 from .csg import Intersection as Intersection
 from .csg import Union as Union
@@ -19,11 +21,16 @@ from .csg import union as union
 from .distance import DistanceDirichlet as DistanceDirichlet
 from .distance import adf as adf
 from .distance import signed_adf as signed_adf
+from .mesh import TriangleMesh as TriangleMesh
 from .primitives2d import Disk as Disk
 from .primitives2d import Ellipse as Ellipse
 from .primitives2d import Polygon as Polygon
 from .primitives2d import Rectangle as Rectangle
 from .primitives2d import Triangle as Triangle
+from .primitives3d import Ball as Ball
+from .primitives3d import Cuboid as Cuboid
+from .primitives3d import Cylinder as Cylinder
+from .primitives3d import ExtrudedPolygon as ExtrudedPolygon
 from .transforms import Transformed as Transformed
 from .transforms import rotate as rotate
 from .transforms import scale as scale

@@ -61,11 +61,14 @@ class Frame(eqx.Module):
     def _r(self, dtype):
         return jnp.asarray(self.rotation, dtype)
 
+    def _b(self, z):  # the shift as a row broadcastable against z (rank promotion is explicit)
+        return jnp.asarray(self.shift, z.dtype).reshape((1,) * (z.ndim - 1) + (-1,))
+
     def to_world(self, y: Float[Array, "... d"]) -> Float[Array, "... d"]:
-        return self.scale * (y @ self._r(y.dtype).T) + jnp.asarray(self.shift, y.dtype)
+        return self.scale * (y @ self._r(y.dtype).T) + self._b(y)
 
     def to_local(self, x: Float[Array, "... d"]) -> Float[Array, "... d"]:
-        return ((x - jnp.asarray(self.shift, x.dtype)) @ self._r(x.dtype)) / self.scale
+        return ((x - self._b(x)) @ self._r(x.dtype)) / self.scale
 
     def vector(self, n: Float[Array, " d"]) -> Float[Array, " d"]:
         """A direction (a normal) mapped to the world frame."""
@@ -122,8 +125,10 @@ class Part(eqx.Module):
     - `atom`: the primitive's boundary piece; `name`: the boundary name it belongs to.
     - `frame`: primitive frame to world. `flip`: the primitive was subtracted, so the
       result's outward normal is the atom's inward one.
-    - `trims`: ``((shape, sign), ...)``: the part keeps the points with
-      ``sign * shape.sdf(x) > eps`` for every entry.
+    - `trims`: ``((shape, sign, tie), ...)``: the part keeps the points with
+      ``sign * shape.sdf(x) > eps`` for every entry, and where it touches ``shape``
+      (|sdf| <= eps: coincident surfaces) those whose outward normal agrees
+      with ``shape``'s (``tie = 1``), is opposite to it (``tie = -1``), or none (``0``).
     """
 
     atom: AbstractAtom
@@ -142,8 +147,13 @@ class Part(eqx.Module):
 
     def keep(self, x: Point, eps: float) -> Bool[Array, ""]:
         ok = jnp.ones((), bool)
-        for shape, sign in self.trims:
-            ok = ok & (sign * shape.sdf(x) > eps)
+        for shape, sign, tie in self.trims:
+            d = shape.sdf(x)
+            here = sign * d > eps
+            if tie:
+                agree = tie * jnp.dot(self.normal(x), shape.normal(x, "boundary")) > 0
+                here = here | ((jnp.abs(d) <= eps) & agree)
+            ok = ok & here
         return ok
 
     def normal(self, x: Point) -> Point:

@@ -8,8 +8,10 @@ Boundary names survive: each operand's parts keep their names and are *trimmed* 
 points on the result's boundary, which for a part of operand $A$ are those outside the
 other operands of a union, inside those of an intersection; for $A \\setminus B$, the
 parts of $A$ outside $B$ and the parts of $B$ (flipped: their outward normal points into
-$B$) inside $A$. A boundary shared by two operands (two rectangles side by side) is no
-boundary of the union and is dropped from both: the trim is strict, ``sign * d > eps``.
+$B$) inside $A$. Where two operands' surfaces coincide (within a few ulp) the outward
+normals decide: two rectangles side by side share a wall that is no boundary of their
+union (opposite normals: dropped from both), while collinear bottom edges are (same
+normals: kept once, from the first operand).
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ class Union(AbstractShape):
 
     def parts(self):
         out = []
-        for i, s in enumerate(self.shapes):
-            others = tuple((o, 1.0) for j, o in enumerate(self.shapes) if j != i)
+        for i, s in enumerate(self.shapes):  # a coincident outer surface counts once: for the first
+            others = tuple((o, 1.0, int(i < j)) for j, o in enumerate(self.shapes) if j != i)
             out += [_trimmed(p, others) for p in s.parts()]
         return tuple(out)
 
@@ -96,7 +98,7 @@ class Intersection(AbstractShape):
     def parts(self):
         out = []
         for i, s in enumerate(self.shapes):
-            others = tuple((o, -1.0) for j, o in enumerate(self.shapes) if j != i)
+            others = tuple((o, -1.0, int(i < j)) for j, o in enumerate(self.shapes) if j != i)
             out += [_trimmed(p, others) for p in s.parts()]
         return tuple(out)
 
@@ -127,8 +129,9 @@ class Difference(AbstractShape):
         return jnp.maximum(self.base.sdf(x), -self.cut.sdf(x))
 
     def parts(self):
-        outer = tuple(_trimmed(p, ((self.cut, 1.0),)) for p in self.base.parts())
-        inner = tuple(_trimmed(p, ((self.base, -1.0),), flip=True) for p in self.cut.parts())
+        # where the two surfaces coincide, the base's surface stays if the cut lies beyond it
+        outer = tuple(_trimmed(p, ((self.cut, 1.0, -1),)) for p in self.base.parts())
+        inner = tuple(_trimmed(p, ((self.base, -1.0, 0),), flip=True) for p in self.cut.parts())
         return outer + inner
 
     def bbox(self):

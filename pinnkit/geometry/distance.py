@@ -79,7 +79,7 @@ def r_equiv(phis: Sequence[Scalar]) -> Scalar:
 def part_adf(part: Part, x: Point) -> Scalar:
     """ADF of one trimmed part (module docstring)."""
     f, t = part.level(x)
-    for shape, sign in part.trims:
+    for shape, sign, _ in part.trims:
         # the part keeps sign * sdf > 0, i.e. -sign * (signed ADF, > 0 inside) > 0
         tc = -sign * signed_adf(shape, x)
         t = tc if t is None else r_and(t, tc)

@@ -39,7 +39,7 @@ class Transformed(AbstractShape):
     def parts(self):
         return tuple(
             Part(p.atom, p.name, p.frame.then(self.frame), p.flip,
-                 tuple((Transformed(o, self.frame), s) for o, s in p.trims))
+                 tuple((Transformed(o, self.frame), s, tie) for o, s, tie in p.trims))
             for p in self.shape.parts()
         )
 
