@@ -32,6 +32,8 @@ import numpy as np
 from pinnkit.diffops import Autodiff, Fields
 from pinnkit.domains import Box, SpaceTime
 from pinnkit.expr import Ex, ExprError, Resolver, Symbols, point_function, residual_function
+from pinnkit.geometry import DistanceDirichlet
+from pinnkit.geometry.config import build_domain, is_geometry
 from pinnkit.nn import HardDirichlet
 from pinnkit.problem import Problem
 from pinnkit.terms import Equation
@@ -69,13 +71,18 @@ def _constant(raw, key: str) -> float:
 
 def _domain(spec, key: str = f"{KEY}.domain"):
     spec = _mapping(spec, key, required=True)
+    # a shape: {difference: [...], t: [t0, t1]} (pinnkit.geometry.config); a mapping value
+    # is no range, so a misspelt shape kind gets the geometry builder's message
+    if is_geometry(spec) or any(isinstance(v, Mapping) for v in spec.values()):
+        return build_domain(spec, key)
     kind = spec.pop("kind", "box")
     if kind != "box" or _NOT_YET & set(spec):
         what = kind if kind != "box" else sorted(_NOT_YET & set(spec))[0]
         raise ExprError(
             f"{key}: {what!r} domains are not in pinnkit's core yet. An expression problem "
             "lives in a box, one [lower, upper] range per coordinate (e.g. {x: [0, 1], "
-            "y: [0, 1]}), optionally with a time interval t: [t0, t1]."
+            "y: [0, 1]}), or in a shape such as {disk: {center: [0, 0], radius: 1}} "
+            "(docs/geometry.md), optionally with a time interval t: [t0, t1]."
         )
     ranges = {}
     for c, r in spec.items():
@@ -278,11 +285,18 @@ def expression(
         texts.append(f"{k}: {raw} = 0")
     b = _Builder(r, dom, field_names)
     hard, enforced = None, ()
+    shaped = []  # Dirichlet conditions on a shape: (name, piece, output indices, value)
     for k, spec in _mapping(conditions, f"{KEY}.conditions").items():
         if k in terms:
             raise ExprError(f"{KEY}.conditions.{k}: the name {k!r} is already an equation.")
         kind, piece, fs, comps, g = b.condition(str(k), spec)
         terms[str(k)] = Equation(residual_function(comps, dom.normal), where=piece)
+        if not isinstance(dom.space if isinstance(dom, SpaceTime) else dom, Box):  # a shape
+            if kind in ("dirichlet", "initial") and not _uses_params(g):
+                zero = all(e.is_const and e.value == 0 for e in g)
+                value = None if zero else point_function(g, dom.coords, params)
+                shaped.append((str(k), piece, tuple(field_names.index(f) for f in fs), value))
+            continue
         if hard is None and kind == "dirichlet" and piece == "boundary" and not _uses_params(g):
             zero = all(e.is_const and e.value == 0 for e in g)
             space_axes = tuple(dom.coords.index(c) for c in dom.spatial_coords)
@@ -292,6 +306,13 @@ def expression(
                 value=None if zero else point_function(g, dom.coords, params),
             )
             enforced = (str(k),)
+    if shaped:
+        try:  # every Dirichlet/initial condition exactly, through the shape's distance functions
+            hard = DistanceDirichlet(dom, tuple(s[1] for s in shaped), tuple(s[2] for s in shaped),
+                                     tuple(s[3] for s in shaped))
+            enforced = tuple(s[0] for s in shaped)
+        except ValueError:  # overlapping pieces, or a mesh (no smooth distance): loss terms only
+            hard = None
     reference = None
     if exact is not None:
         ex = _mapping(exact, f"{KEY}.exact", required=True)

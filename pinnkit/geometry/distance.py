@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -148,6 +149,9 @@ class DistanceDirichlet(eqx.Module):
                     f"output {k} is prescribed on overlapping pieces {mine}: give each part of "
                     "the boundary one Dirichlet condition per field"
                 )
+        x = jax.ShapeDtypeStruct((self.domain.dim,), jnp.float32)
+        for p in dict.fromkeys(self.pieces):  # a mesh raises here: it has no smooth distance
+            jax.eval_shape(lambda z, p=p: piece_adf(self.domain, p, z), x)
 
     def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
         phis = {p: piece_adf(self.domain, p, x) for p in dict.fromkeys(self.pieces)}

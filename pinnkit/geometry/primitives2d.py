@@ -262,16 +262,6 @@ def polygon_vertices(vertices, what: str = "polygon") -> tuple[tuple, tuple[int,
     for i in np.flatnonzero(length <= tiny):
         raise ValueError(f"{what} is degenerate: vertices {i} and {(i + 1) % n} coincide at "
                          f"{v[i].tolist()}; remove the repeated vertex")
-    area = 0.5 * float(np.sum(v[:, 0] * np.roll(v[:, 1], -1) - np.roll(v[:, 0], -1) * v[:, 1]))
-    if abs(area) <= 1e-12 * scale**2:
-        raise ValueError(f"{what} is degenerate: its vertices {v.tolist()} enclose no area "
-                         "(collinear); give a polygon with non-zero area")
-    for i in range(n):
-        j = (i + 1) % n
-        cross = e[i, 0] * e[j, 1] - e[i, 1] * e[j, 0]
-        if abs(cross) <= 1e-12 * length[i] * length[j] and np.dot(e[i], e[j]) < 0:
-            raise ValueError(f"{what} is degenerate: edge {j} folds back onto edge {i} at vertex "
-                             f"{j} {v[j].tolist()}; remove the spike")
     for i in range(n):
         for j in range(i + 2, n):
             if i == 0 and j == n - 1:
@@ -282,6 +272,16 @@ def polygon_vertices(vertices, what: str = "polygon") -> tuple[tuple, tuple[int,
                     f"{v[(i + 1) % n].tolist()}) meets edge {j} ({v[j].tolist()} -> "
                     f"{v[(j + 1) % n].tolist()}); order the vertices along the boundary"
                 )
+    area = 0.5 * float(np.sum(v[:, 0] * np.roll(v[:, 1], -1) - np.roll(v[:, 0], -1) * v[:, 1]))
+    if abs(area) <= 1e-12 * scale**2:
+        raise ValueError(f"{what} is degenerate: its vertices {v.tolist()} enclose no area "
+                         "(collinear); give a polygon with non-zero area")
+    for i in range(n):
+        j = (i + 1) % n
+        cross = e[i, 0] * e[j, 1] - e[i, 1] * e[j, 0]
+        if abs(cross) <= 1e-12 * length[i] * length[j] and np.dot(e[i], e[j]) < 0:
+            raise ValueError(f"{what} is degenerate: edge {j} folds back onto edge {i} at vertex "
+                             f"{j} {v[j].tolist()}; remove the spike")
     sides = tuple(range(n))
     if area < 0:  # reversed: edge k runs along the given edge (n - 2 - k) mod n
         v, sides = v[::-1], tuple((n - 2 - k) % n for k in range(n))
