@@ -92,12 +92,17 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
         from .plot_sphere import fields_from_grid, map_figure
 
         sphere_fields = fields_from_grid(problem, grid)
+    inside = None if on_sphere else problem.domain.inside(grid["points"])  # shapes: mask the box
     for i, name in enumerate(problem.out_names):
         ref = grid["ref"][:, i] if grid.get("ref") is not None else None
+        pred = grid["pred"][:, i]
+        if inside is not None:  # NaN outside the shape: drawn blank
+            pred = np.where(inside, pred, np.nan)
+            ref = None if ref is None else np.where(inside, ref, np.nan)
         if on_sphere:
             fig = map_figure(sphere_fields, name)
         else:
-            fig = field_figure(problem.domain.coords, bounds, grid["shape"], grid["pred"][:, i], ref, name)
+            fig = field_figure(problem.domain.coords, bounds, grid["shape"], pred, ref, name)
         p = out / f"{name}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)

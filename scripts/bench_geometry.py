@@ -126,13 +126,18 @@ def main() -> None:
     shape, mesh = csg10(), torus(n_tri)
     print(f"CSG: rectangle minus 9 disks ({len(shape.parts())} boundary parts); "
           f"mesh: torus of {len(mesh.triangles)} triangles; {n} points; CPU s, best of {a.repeat}")
-    rows = sampling_rows("csg10", shape, n, a.repeat) + host_rows("csg10", shape, n, a.repeat)
+    from pinnkit.domains import Box
+
+    rows = sampling_rows("box (baseline)", Box((0.0, 0.0), (1.0, 1.0)), n, a.repeat)
+    rows += sampling_rows("csg10", shape, n, a.repeat) + host_rows("csg10", shape, n, a.repeat)
     rows += sampling_rows("mesh", mesh, n // 4, a.repeat) + mesh_host_rows(mesh, n // 4, a.repeat)
-    print("| shape | piece | path | points | acceptance | points/s (CPU) |")
-    print("|---|---|---|---|---|---|")
+    base = {piece: rate for name, piece, _, _, _, rate in rows[:2]}
+    print("| shape | piece | path | points | acceptance | points/s (CPU) | vs box |")
+    print("|---|---|---|---|---|---|---|")
     for name, piece, path, k, p, rate in rows:
         acc = "" if p is None else f"{p:.3f}"
-        print(f"| {name} | {piece} | {path} | {k} | {acc} | {rate:,.0f} |")
+        ratio = f"{rate / base.get(piece, base['interior']):.3g}"
+        print(f"| {name} | {piece} | {path} | {k} | {acc} | {rate:,.0f} | {ratio} |")
     s = step_share(a.repeat)
     share = (s["distance"] - s["box"]) / s["distance"]
     print(f"\nAdam step, 1024 points, 32x3 tanh, Taylor: with DistanceDirichlet {1e3 * s['distance']:.2f} "
