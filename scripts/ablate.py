@@ -4,7 +4,7 @@
     python scripts/ablate.py ... --report          # no training: table from existing runs
 
 Each (config, seed) trains in its own run folder ``OUT/<config stem>/seed<k>`` (in this
-process, one after another: one training at a time), via `pinnkit.rundir.train_to_dir`
+process, one after another: one training at a time), via `pinnkit.run.rundir.train_to_dir`
 with ``--set train.seed=k`` and any extra ``--set`` overrides. Written to ``OUT``:
 
 - ``ablation.csv``: one row per run (config, seed, rel. L2 of each field, wall s, steps/s);
@@ -46,8 +46,8 @@ def run_all(configs: list[Path], seeds: list[int], out: Path, overrides: list[st
             if not report:
                 import jax
 
-                from pinnkit.config import load_config
-                from pinnkit.rundir import train_to_dir
+                from pinnkit.run.config import load_config
+                from pinnkit.run.rundir import train_to_dir
 
                 cfg = load_config(cfg_path, [*overrides, f"train.seed={seed}"])
                 jax.config.update("jax_enable_x64", bool(cfg.numerics.x64))

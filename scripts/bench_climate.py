@@ -18,7 +18,7 @@ Usage::
 
 Each item is one ``pinnkit train CONFIG --out DIR --overwrite --quiet`` command, timed from
 start to exit (compilation, evaluation and plots included). Sphere maps and Hovmöller
-diagrams (`pinnkit.plot_sphere`) go to ``DIR/plots``; a JSON record of everything to
+diagrams (`pinnkit.plot.sphere`) go to ``DIR/plots``; a JSON record of everything to
 ``OUT/bench_climate.json``. Print ``uptime`` next to the figures: the machine is shared.
 """
 
@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-plots", action="store_true")
     args = ap.parse_args(argv)
     import pinnkit
-    from pinnkit import plot_sphere
-    from pinnkit.sphere import Sphere
+    from pinnkit.plot import sphere as plot_sphere
+    from pinnkit.sphere.domain import Sphere
 
     records = {}
     for name in args.only:

@@ -39,7 +39,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from pinnkit.diffops import Layout, Taylor  # noqa: E402
-from pinnkit.nn import MLP, Network  # noqa: E402
+from pinnkit.nn.layers import MLP, Network  # noqa: E402
 
 try:
     import folx  # noqa: E402

@@ -86,8 +86,8 @@ def main() -> int:
 
     import jax
 
-    from pinnkit.build import build_run
-    from pinnkit.config import load_config
+    from pinnkit.run.build import build_run
+    from pinnkit.run.config import load_config
 
     if args.case == "p1":  # name -> (config, overrides); the first is the baseline
         variants = {

@@ -88,9 +88,9 @@ def step_share(repeat):
 
     from pinnkit.diffops import Taylor
     from pinnkit.geometry import Disk, DistanceDirichlet, Rectangle, difference
-    from pinnkit.nn import HardDirichlet, build_mlp_network
-    from pinnkit.problem import Problem
-    from pinnkit.terms import Equation
+    from pinnkit.nn.layers import HardDirichlet, build_mlp_network
+    from pinnkit.physics.problem import Problem
+    from pinnkit.physics.terms import Equation
 
     dom = difference(Rectangle([-1, -1], [1, 1]), Disk([0.3, 0.2], 0.4, name="hole"))
     pts = dom.sample(jax.random.key(0), 1024, "interior")
@@ -126,7 +126,7 @@ def main() -> None:
     shape, mesh = csg10(), torus(n_tri)
     print(f"CSG: rectangle minus 9 disks ({len(shape.parts())} boundary parts); "
           f"mesh: torus of {len(mesh.triangles)} triangles; {n} points; CPU s, best of {a.repeat}")
-    from pinnkit.domains import Box
+    from pinnkit.geometry.domains import Box
 
     rows = sampling_rows("box (baseline)", Box((0.0, 0.0), (1.0, 1.0)), n, a.repeat)
     rows += sampling_rows("csg10", shape, n, a.repeat) + host_rows("csg10", shape, n, a.repeat)

@@ -14,8 +14,8 @@ Usage::
 
 Each item is one ``pinnkit train CONFIG --out DIR --overwrite --quiet`` command, timed
 from start to exit (compilation, evaluation and plots included). The cavity's Ghia
-deviation (`problems.navier_stokes.ghia_deviation`) is added to its ``summary.json`` as
-``ghia_deviation``; flow figures (`pinnkit.plot_flow`) are written to ``DIR/plots``. A
+deviation (`pinnkit.problems.navier_stokes.ghia_deviation`) is added to its ``summary.json`` as
+``ghia_deviation``; flow figures (`pinnkit.plot.flow`) are written to ``DIR/plots``. A
 JSON record of everything goes to ``OUT/bench_ns.json``.
 """
 
@@ -56,8 +56,8 @@ def train(config: str, out: Path) -> float:
 def report(out: Path, command_s: float | None, plots: bool) -> dict:
     """Reads a run folder; adds the Ghia deviation to a cavity's summary.json."""
     import pinnkit
-    from pinnkit import plot_flow
-    from problems.navier_stokes import ghia_deviation
+    from pinnkit.plot import flow as plot_flow
+    from pinnkit.problems.navier_stokes import ghia_deviation
 
     run = pinnkit.load_run(out)
     summary = dict(run.summary or {})

@@ -57,7 +57,7 @@ def parse_args(argv=None):
 
 
 def config(problem: str, batch: int, steps: int, chunk: int, method: str):
-    from pinnkit.config import from_dict
+    from pinnkit.run.config import from_dict
 
     if problem == "P1":
         prob = {"name": "poisson2d"}
@@ -80,9 +80,9 @@ def config(problem: str, batch: int, steps: int, chunk: int, method: str):
 def measure(problem, n_dev, batch, args):
     import numpy as np
 
-    from pinnkit.build import build_run
-    from pinnkit.parallel import make_mesh
-    from pinnkit.train import fit
+    from pinnkit.parallel.mesh import make_mesh
+    from pinnkit.run.build import build_run
+    from pinnkit.train.loop import fit
 
     cfg = config(problem, batch, args.steps, args.chunk, args.method)
     run = build_run(cfg, mesh=make_mesh(n_dev))
@@ -107,7 +107,7 @@ def main(argv=None):
     args = parse_args(argv)
     import jax
 
-    from pinnkit.distributed import detect, initialize
+    from pinnkit.parallel.distributed import detect, initialize
 
     spec = detect(args.coordinator, args.num_processes, args.process_id)
     initialize(spec)

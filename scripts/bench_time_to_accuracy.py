@@ -129,8 +129,8 @@ def _harness_grid_error(run_dir: Path) -> float:
     import common  # the harness (numpy-only)
     import numpy as np
 
-    from pinnkit.metrics import predict
-    from pinnkit.rundir import load_run
+    from pinnkit.run.metrics import predict
+    from pinnkit.run.rundir import load_run
 
     x, exact = common.eval_grid("P1")
     net = load_run(run_dir).network

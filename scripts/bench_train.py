@@ -39,11 +39,11 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
-from pinnkit.build import build_run  # noqa: E402
-from pinnkit.config import from_dict  # noqa: E402
 from pinnkit.diffops import METHODS  # noqa: E402
-from pinnkit.parallel import make_mesh, replicate  # noqa: E402
-from pinnkit.train import TrainState, make_chunk, make_loss, point_arrays, split_model  # noqa: E402
+from pinnkit.parallel.mesh import make_mesh, replicate  # noqa: E402
+from pinnkit.run.build import build_run  # noqa: E402
+from pinnkit.run.config import from_dict  # noqa: E402
+from pinnkit.train.loop import TrainState, make_chunk, make_loss, point_arrays, split_model  # noqa: E402
 
 PROTOCOLS = {
     "P1": ({"name": "poisson2d"}, {"pde": 4096, "boundary": 1024}),
@@ -86,7 +86,7 @@ def timed(fn, n_steps: int, repeats: int) -> tuple[float, float]:
 
 
 def pinnkit_rates(problem: str, method: str, chunk: int, repeats: int) -> tuple[float, float]:
-    """The training loop's own compiled chunk (`pinnkit.train.make_chunk`)."""
+    """The training loop's own compiled chunk (`pinnkit.train.loop.make_chunk`)."""
     run = build_run(pinnkit_config(problem, method, chunk), mesh=make_mesh(1))
     params, static = split_model(run)
     params = replicate(params, run.mesh)

@@ -99,7 +99,7 @@ def centreline_deviation(x, u, v, Re: int) -> dict[str, float]:
     """Max |u(0.5, y_i) - Ghia| and |v(x_i, 0.5) - Ghia| (cubic interpolation along the lines)."""
     from scipy.interpolate import CubicSpline
 
-    from problems.navier_stokes import GHIA_U, GHIA_V, GHIA_X, GHIA_Y
+    from pinnkit.problems.navier_stokes import GHIA_U, GHIA_V, GHIA_X, GHIA_Y
 
     mid = len(x) // 2  # n even: x[mid] = 0.5
     du = np.nanmax(np.abs(CubicSpline(x, u[mid, :])(GHIA_Y) - GHIA_U[Re]))
@@ -108,7 +108,7 @@ def centreline_deviation(x, u, v, Re: int) -> dict[str, float]:
 
 
 def _lid(x, width):
-    from problems.navier_stokes import lid_profile_fn
+    from pinnkit.problems.navier_stokes import lid_profile_fn
 
     return np.asarray(lid_profile_fn("smoothed", width)(x))
 

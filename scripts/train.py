@@ -5,7 +5,7 @@ Same arguments as `pinnkit`: e.g. `python scripts/train.py train configs/poisson
 
 import sys
 
-from pinnkit.cli import main
+from pinnkit.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,10 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
     args = ap.parse_args(argv)
     from pinnkit.solvers.shallow_water import williamson6_reference
-    from pinnkit.sphere import EARTH_OMEGA, EARTH_RADIUS, GRAVITY, area_mean, gaussian_grid, williamson_errors
+    from pinnkit.sphere.domain import (
+        EARTH_OMEGA,
+        EARTH_RADIUS,
+        GRAVITY,
+        area_mean,
+        gaussian_grid,
+        williamson_errors,
+    )
 
     si = dict(omega_rh=7.848e-6, K_rh=7.848e-6, wave=4, h0=8000.0, gravity=GRAVITY, radius=EARTH_RADIUS,
-              omega=EARTH_OMEGA)  # the defaults of problems.climate.williamson6
+              omega=EARTH_OMEGA)  # the defaults of pinnkit.problems.climate.williamson6
     cache = os.environ.get("PINNKIT_CACHE", "~/.cache/pinnkit")
     w = gaussian_grid(48)[2]
     sols = {}

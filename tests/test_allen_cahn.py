@@ -6,13 +6,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pinnkit.build import build_run
-from pinnkit.config import load_config
-from pinnkit.metrics import predict
-from pinnkit.parallel import make_mesh
+from pinnkit.parallel.mesh import make_mesh
+from pinnkit.problems import allen_cahn
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.run.metrics import predict
 from pinnkit.solvers import allen_cahn_reference, periodic_interpolate
-from pinnkit.train import fit
-from problems import allen_cahn
+from pinnkit.train.loop import fit
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "allen_cahn.yaml"
 

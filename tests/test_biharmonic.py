@@ -18,8 +18,8 @@ import pytest
 
 from pinnkit.diffops import Autodiff, ForwardOverReverse, Layout, Taylor, collect_requests
 from pinnkit.diffops._taylor import _make_plan
-from pinnkit.nets import build_network
-from pinnkit.nn import MLP, HardDirichlet, Network, PeriodicEmbedding
+from pinnkit.nn.layers import MLP, HardDirichlet, Network, PeriodicEmbedding
+from pinnkit.nn.nets import build_network
 
 
 @pytest.fixture

@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from pinnkit import checkpoint as ckpt
-from pinnkit.adaptive import Adaptive
-from pinnkit.build import build_run
-from pinnkit.config import load_config
-from pinnkit.domains import Box
 from pinnkit.errors import ConfigError
-from pinnkit.parallel import make_mesh, replicate
-from pinnkit.problem import Problem
-from pinnkit.terms import Equation
-from pinnkit.train import RESULTS, fit, init_extra, make_adapt, make_loss, point_arrays, split_model
-from pinnkit.weighting import Causal
+from pinnkit.geometry.domains import Box
+from pinnkit.parallel.mesh import make_mesh, replicate
+from pinnkit.physics.problem import Problem
+from pinnkit.physics.terms import Equation
+from pinnkit.run import checkpoint as ckpt
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.train.adaptive import Adaptive
+from pinnkit.train.loop import RESULTS, fit, init_extra, make_adapt, make_loss, point_arrays, split_model
+from pinnkit.train.weighting import Causal
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pinnkit import checkpoint as ckpt
+from pinnkit.run import checkpoint as ckpt
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny" / "poisson2d.yaml")

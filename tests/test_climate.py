@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pinnkit.diffops import Taylor
-from problems import PROBLEMS
+from pinnkit.problems import PROBLEMS
 
 CASES = [
     ("ebm", {}, "D", 1.2),
@@ -80,7 +80,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def tiny_tracer(tmp_path_factory):
     """The tiny cross-polar tracer config trained through the real CLI (seconds)."""
-    from pinnkit.cli import main
+    from pinnkit.cli.main import main
 
     out = tmp_path_factory.mktemp("climate") / "tracer"
     cfg = ROOT / "configs" / "tiny" / "climate_tracer.yaml"
@@ -103,7 +103,7 @@ def test_tiny_run_summary_maps_netcdf_notebook(tiny_tracer, monkeypatch):
     import xarray as xr
 
     import pinnkit
-    from pinnkit import plot_sphere
+    from pinnkit.plot import sphere as plot_sphere
 
     summary = _json.loads((tiny_tracer / "summary.json").read_text())
     m = summary["metrics"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pinnkit.config import ConfigError, RunConfig, apply_overrides, dump_config, from_dict, load_config
+from pinnkit.run.config import ConfigError, RunConfig, apply_overrides, dump_config, from_dict, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny" / "poisson2d.yaml"
@@ -109,9 +109,9 @@ def test_cli_config_errors_exit_2_without_traceback(case, tmp_path):
 
 def test_user_factory_named_in_config(tmp_path):
     """`problem.name: file.py:factory` resolves relative to the config's folder."""
-    from pinnkit.build import build_run
-    from pinnkit.parallel import make_mesh
-    from pinnkit.train import fit
+    from pinnkit.parallel.mesh import make_mesh
+    from pinnkit.run.build import build_run
+    from pinnkit.train.loop import fit
 
     (tmp_path / "my_pde.py").write_text(
         "from pinnkit import Box, Dirichlet, Equation, Problem\n"
@@ -141,8 +141,8 @@ def test_user_factory_named_in_config(tmp_path):
 def test_natural_gradient_rejects_adaptive_losses(settings, named):
     """The Gauss-Newton matrix is built from fixed weights and the sampler's points, so a
     natural_gradient phase with adaptive or causal weights is refused at build time."""
-    from pinnkit.build import build_run
-    from pinnkit.parallel import make_mesh
+    from pinnkit.parallel.mesh import make_mesh
+    from pinnkit.run.build import build_run
 
     cfg = load_config(ROOT / "configs" / "tiny" / "burgers.yaml", [
         "optim.phases=[{kind: adam, steps: 10}, {kind: natural_gradient}]", *settings,

@@ -16,7 +16,7 @@ import pytest
 
 from pinnkit.diffops import METHODS, Autodiff, Layout, Taylor, activation_derivatives
 from pinnkit.diffops._taylor import _generic, _hard_dirichlet, _input_jet, _Jet, _make_plan
-from pinnkit.nn import (
+from pinnkit.nn.layers import (
     ACTIVATIONS,
     MLP,
     HardDirichlet,

@@ -22,15 +22,15 @@ import jax
 import numpy as np
 import pytest
 
-from pinnkit import checkpoint as ckpt
-from pinnkit import distributed as dist
-from pinnkit.build import build_run
-from pinnkit.cli import main
-from pinnkit.config import load_config
-from pinnkit.metrics import evaluate, field_errors
-from pinnkit.parallel import evaluate_sharded, field_errors_sharded, make_mesh
-from pinnkit.rundir import read_config
-from pinnkit.train import find_checkpoint, fit, plan
+from pinnkit.cli.main import main
+from pinnkit.parallel import distributed as dist
+from pinnkit.parallel.mesh import evaluate_sharded, field_errors_sharded, make_mesh
+from pinnkit.run import checkpoint as ckpt
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.run.metrics import evaluate, field_errors
+from pinnkit.run.rundir import read_config
+from pinnkit.train.loop import find_checkpoint, fit, plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFT = str(ROOT / "configs" / "tiny" / "poisson2d_soft.yaml")  # two terms: pde, boundary
@@ -317,7 +317,7 @@ def test_placed_state_is_not_retraced():
 
 
 def test_donated_state_still_rolls_back_on_nonfinite_loss(tmp_path):
-    from pinnkit.train import RESULTS
+    from pinnkit.train.loop import RESULTS
 
     cfg = load_config(SOFT, ["optim.phases.0={kind: sgd, lr: 1.0e+6}", "train.chunk=10",
                              "train.steps=200", "checkpoint.every=10"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from pinnkit.config import (
+from pinnkit.run.config import (
     AdaptiveConfig,
     CausalConfig,
     FourierConfig,

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit.domains import Box, Interval, SpaceTime
+from pinnkit.geometry.domains import Box, Interval, SpaceTime
 
 
 def _on_face(p, box, axis, side):

@@ -6,9 +6,9 @@ import json
 import time
 from pathlib import Path
 
-from pinnkit.config import load_config
-from pinnkit.rundir import train_to_dir
-from pinnkit.train import _TrainClock
+from pinnkit.run.config import load_config
+from pinnkit.run.rundir import train_to_dir
+from pinnkit.train.loop import _TrainClock
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"
 

@@ -12,12 +12,12 @@ import jax
 import numpy as np
 import pytest
 
-from pinnkit import cli
-from pinnkit.config import load_config
+from pinnkit.cli.main import main as cli_main
 from pinnkit.errors import PinnkitError
-from pinnkit.observations import read_table, write_table
-from pinnkit.predict import predict, write_prediction
-from pinnkit.rundir import load_run, train_to_dir
+from pinnkit.physics.observations import read_table, write_table
+from pinnkit.run.config import load_config
+from pinnkit.run.predict import predict, write_prediction
+from pinnkit.run.rundir import load_run, train_to_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def data(run_dir):
 
 def _cli(*argv):
     """The real `pinnkit` entry point (predict/export are wired into pinnkit.cli)."""
-    return cli.main([str(a) for a in argv])
+    return cli_main([str(a) for a in argv])
 
 
 def test_predict_points_and_grid_match_the_network(run_dir, data):

@@ -21,8 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit.build import build_run
-from pinnkit.config import from_dict, load_config
 from pinnkit.diffops import METHODS, Autodiff, Layout, Request, collect_requests
 from pinnkit.errors import ConfigError
 from pinnkit.expr import (
@@ -33,10 +31,12 @@ from pinnkit.expr import (
     point_function,
     residual_function,
 )
-from pinnkit.metrics import evaluate
-from pinnkit.train import fit
-from problems import PROBLEMS
-from problems.expression import ExactMismatchWarning
+from pinnkit.problems import PROBLEMS
+from pinnkit.problems.expression import ExactMismatchWarning
+from pinnkit.run.build import build_run
+from pinnkit.run.config import from_dict, load_config
+from pinnkit.run.metrics import evaluate
+from pinnkit.train.loop import fit
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny"

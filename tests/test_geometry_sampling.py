@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from pinnkit.build import build_run
-from pinnkit.config import load_config
-from pinnkit.parallel import make_mesh
-from pinnkit.train import RESULTS, fit, point_arrays
+from pinnkit.parallel.mesh import make_mesh
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.train.loop import RESULTS, fit, point_arrays
 
 CFG = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "expr_poisson_hole.yaml"
 SOFT = ["network.hard_constraint=false", "sampler.batch={pde: 256, outer: 128, hole: 64}"]

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from pinnkit import Interval, Observation
-from pinnkit.build import build_run
-from pinnkit.coeffs import Constrained, constrained
-from pinnkit.config import from_dict, load_config
 from pinnkit.errors import ConfigError
-from pinnkit.observations import DataError, load_observations, write_table
-from pinnkit.train import fit, split_model
+from pinnkit.physics.coeffs import Constrained, constrained
+from pinnkit.physics.observations import DataError, load_observations, write_table
+from pinnkit.run.build import build_run
+from pinnkit.run.config import from_dict, load_config
+from pinnkit.train.loop import fit, split_model
 
 # ------------------------------------------------------------------- coefficients
 
@@ -206,7 +206,7 @@ def test_config_observations_from_file(tmp_path):
 
 
 def test_inverse_problems_build_and_have_true_reference():
-    from problems.inverse import ebm_steady_modes, flow_assimilation, kovasznay_inverse
+    from pinnkit.problems.inverse import ebm_steady_modes, flow_assimilation, kovasznay_inverse
 
     T0, T2, T4 = ebm_steady_modes(0.55)
     np.testing.assert_allclose([T0, T2, T4], [15.733, -25.971, 0.5055], atol=1e-3)
@@ -236,9 +236,9 @@ def test_coefficient_field_is_trainable_and_reported_by_its_mean():
     """A `CoeffField` starts at its init everywhere, is a trainable subtree like a scalar,
     and gets gradients through a residual that calls it at the point."""
     from pinnkit import Box, Equation, Problem
-    from pinnkit.coeffs import coeff_field
     from pinnkit.diffops import METHODS
-    from pinnkit.nn import build_mlp_network
+    from pinnkit.nn.layers import build_mlp_network
+    from pinnkit.physics.coeffs import coeff_field
 
     domain = Box((0.0, 0.0), (1.0, 2.0))
     k = coeff_field(domain, init=0.5, key=jax.random.key(0))
@@ -262,7 +262,7 @@ def test_coefficient_trajectory_is_logged(tmp_path):
     """Every eval record in metrics.jsonl carries the learnt coefficient's physical value."""
     import json
 
-    from pinnkit.rundir import train_to_dir
+    from pinnkit.run.rundir import train_to_dir
 
     cfg = load_config(
         Path(__file__).resolve().parents[1] / "configs" / "tiny" / "inverse_ebm.yaml",

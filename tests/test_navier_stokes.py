@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from pinnkit.diffops import Autodiff
-from problems import PROBLEMS
-from problems.navier_stokes import (
+from pinnkit.problems import PROBLEMS
+from pinnkit.problems.navier_stokes import (
     GHIA_U,
     GHIA_V,
     GHIA_X,
@@ -211,7 +211,7 @@ def test_periodic_flow_reference(x64):
 
 def _train(name, tmp_path):
     import pinnkit
-    from pinnkit.metrics import evaluate
+    from pinnkit.run.metrics import evaluate
 
     cfg = pinnkit.load_config(ROOT / "configs" / "tiny" / f"{name}.yaml")
     before = pinnkit.build_run(cfg, with_mesh=False)
@@ -248,7 +248,7 @@ def test_tiny_cavity_trains_toward_ghia(tmp_path_factory, tiny_runs):
 
 def test_flow_plots(tiny_runs):
     import pinnkit
-    from pinnkit import plot_flow
+    from pinnkit.plot import flow as plot_flow
 
     run = pinnkit.load_run(tiny_runs["ns_taylor_green"])
     fields = plot_flow.flow_fields(run, resolution=33, t=0.0)

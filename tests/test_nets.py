@@ -1,4 +1,4 @@
-"""Modified MLP, PirateNet and random weight factorisation (`pinnkit.nets`).
+"""Modified MLP, PirateNet and random weight factorisation (`pinnkit.nn.nets`).
 
 - the Taylor engine's fast rules for the gated cores against the nested reverse-mode
   oracle, orders 1–4, float64, rtol 1e-10 (both sides exact up to rounding, as in
@@ -16,8 +16,8 @@ import pytest
 from test_diffops import assert_close, evaluate  # the oracle helpers (tests/ is on sys.path)
 
 from pinnkit.diffops import Autodiff, Layout, Taylor
-from pinnkit.nets import Dense, ModifiedMLP, PirateNet, build_network, dense, physics_informed_init
-from pinnkit.nn import MLP, _init_weight
+from pinnkit.nn.layers import MLP, _init_weight
+from pinnkit.nn.nets import Dense, ModifiedMLP, PirateNet, build_network, dense, physics_informed_init
 
 
 @pytest.fixture
@@ -205,7 +205,7 @@ TINY = "configs/tiny/poisson2d.yaml"
 def _cfg(*over):
     from pathlib import Path
 
-    from pinnkit.config import load_config
+    from pinnkit.run.config import load_config
 
     return load_config(Path(__file__).resolve().parents[1] / TINY, list(over))
 
@@ -214,9 +214,9 @@ def test_pi_init_from_config_fits_the_reference():
     """PirateNet + Fourier features + pi_init: the network at step 0 is already the
     least-squares fit of sin(pi x) sin(pi y) by 32 random features (measured rel. L2
     0.08), where the unfitted one is O(1) off."""
-    from pinnkit.build import build_run
-    from pinnkit.metrics import evaluate
-    from pinnkit.parallel import make_mesh
+    from pinnkit.parallel.mesh import make_mesh
+    from pinnkit.run.build import build_run
+    from pinnkit.run.metrics import evaluate
 
     base = ("network.kind=pirate", "network.hard_constraint=false", "network.depth=1",
             "network.fourier={dim: 32, scale: 1.0}", "sampler.batch.boundary=64")
@@ -230,9 +230,9 @@ def test_pi_init_from_config_fits_the_reference():
 def test_pirate_rwf_trains_on_four_devices():
     """A PirateNet with RWF trains under shard_map on 4 devices (the one code path; the
     other kinds differ only in the core, which the oracle tests above cover)."""
-    from pinnkit.build import build_run
-    from pinnkit.parallel import make_mesh
-    from pinnkit.train import RESULTS, fit
+    from pinnkit.parallel.mesh import make_mesh
+    from pinnkit.run.build import build_run
+    from pinnkit.train.loop import RESULTS, fit
 
     cfg = _cfg("network.kind=pirate", "network.rwf={mean: 0.5, std: 0.1}", "network.width=8",
                "network.depth=1", "train.steps=40", "train.chunk=40", "network.fourier={dim: 8}")
@@ -253,8 +253,8 @@ def test_pirate_rwf_trains_on_four_devices():
     ],
 )
 def test_config_errors(over, match):
-    from pinnkit.build import build_run
     from pinnkit.errors import ConfigError
+    from pinnkit.run.build import build_run
 
     with pytest.raises(ConfigError, match=match):
         build_run(_cfg(*over), with_mesh=False)
@@ -265,8 +265,8 @@ def test_pi_init_from_initial_term_extends_it_in_time():
     whole (t, x) domain (the initial condition extended constantly in time), so at t = 0
     and at t = 1 it is close to u0: measured 3e-5 with 128 random features (0.7 with 32:
     random plane waves in (t, x) fit a t-independent function poorly)."""
-    from pinnkit.build import build_run
-    from pinnkit.config import from_dict
+    from pinnkit.run.build import build_run
+    from pinnkit.run.config import from_dict
 
     cfg = from_dict({
         "problem": {"name": "burgers"},

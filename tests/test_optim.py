@@ -19,12 +19,12 @@ import numpy as np
 import optax
 import pytest
 
-from pinnkit import checkpoint as ckpt
-from pinnkit.build import build_run
-from pinnkit.config import load_config
 from pinnkit.optim import make_gauss_newton, natural_gradient, scale_by_soap, soap
-from pinnkit.parallel import make_mesh
-from pinnkit.train import RESULTS, fit, make_loss, point_arrays, split_model
+from pinnkit.parallel.mesh import make_mesh
+from pinnkit.run import checkpoint as ckpt
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.train.loop import RESULTS, fit, make_loss, point_arrays, split_model
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"
 
@@ -204,7 +204,7 @@ def test_config_errors(over, match):
 
 def test_exponential_decay_with_warmup():
     """schedule exponential_decay + warmup_steps: linear from 0 to lr, then lr * rate^(k/decay)."""
-    from pinnkit.build import _schedule
+    from pinnkit.run.build import _schedule
 
     cfg = _cfg("optim.phases.0={kind: adam, lr: 0.01, schedule: {kind: exponential_decay, "
                "warmup_steps: 10, decay_steps: 20, rate: 0.5}}")

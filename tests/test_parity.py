@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit.build import build_run
-from pinnkit.config import load_config
 from pinnkit.diffops import METHODS
 from pinnkit.errors import ConfigError
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny"
 

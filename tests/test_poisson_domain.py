@@ -7,12 +7,12 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from pinnkit.build import build_problem, build_run
-from pinnkit.config import load_config
 from pinnkit.diffops import Autodiff
-from pinnkit.metrics import evaluate
-from pinnkit.parallel import make_mesh
-from pinnkit.train import RESULTS, fit
+from pinnkit.parallel.mesh import make_mesh
+from pinnkit.run.build import build_problem, build_run
+from pinnkit.run.config import load_config
+from pinnkit.run.metrics import evaluate
+from pinnkit.train.loop import RESULTS, fit
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny"
 NAMES = ["poisson_hole", "poisson_lshape", "poisson_ball_hole", "poisson_mesh"]

@@ -7,7 +7,7 @@ import pytest
 
 from pinnkit import Box, Dirichlet, Equation, Neumann, Observation, Problem, Robin
 from pinnkit.diffops import Autodiff, ForwardOverReverse
-from problems import PROBLEMS
+from pinnkit.problems import PROBLEMS
 
 
 def _batch(problem, n=64, seed=0):
@@ -108,8 +108,8 @@ def test_problem_validation():
 def test_burgers_hard_constraint_is_exact_on_initial_and_boundary(x64):
     """`network.hard_constraint: true` on P3: u = -sin(pi x) + t (1 - x^2) N, so a random
     network meets u(0, x) = -sin(pi x) and u(t, +-1) = 0 to rounding, and is free inside."""
-    from pinnkit.build import build_run
-    from pinnkit.config import from_dict
+    from pinnkit.run.build import build_run
+    from pinnkit.run.config import from_dict
 
     run = build_run(from_dict({
         "problem": {"name": "burgers"}, "network": {"width": 8, "depth": 2, "hard_constraint": True},

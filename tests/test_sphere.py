@@ -13,10 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit import sphere_ops as S
 from pinnkit.diffops import Autodiff, Layout, Taylor
-from pinnkit.nn import build_mlp_network
-from pinnkit.sphere import Sphere, SphereEmbedding, gaussian_grid, williamson_errors
+from pinnkit.nn.layers import build_mlp_network
+from pinnkit.sphere import ops as S
+from pinnkit.sphere.domain import Sphere, SphereEmbedding, gaussian_grid, williamson_errors
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit import checkpoint as ckpt
-from pinnkit.build import build_run
-from pinnkit.config import load_config
-from pinnkit.metrics import evaluate
-from pinnkit.parallel import make_mesh
-from pinnkit.train import RESULTS, TrainingError, fit
+from pinnkit.parallel.mesh import make_mesh
+from pinnkit.run import checkpoint as ckpt
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.run.metrics import evaluate
+from pinnkit.train.loop import RESULTS, TrainingError, fit
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"
 SOFT = TINY.with_name("poisson2d_soft.yaml")  # two loss terms: pde and boundary

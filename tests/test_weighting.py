@@ -9,12 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit import checkpoint as ckpt
-from pinnkit.build import build_run
-from pinnkit.config import load_config
 from pinnkit.errors import ConfigError
-from pinnkit.parallel import make_mesh, replicate
-from pinnkit.train import (
+from pinnkit.parallel.mesh import make_mesh, replicate
+from pinnkit.run import checkpoint as ckpt
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.train.loop import (
     RESULTS,
     fit,
     init_extra,
@@ -24,7 +24,7 @@ from pinnkit.train import (
     point_arrays,
     split_model,
 )
-from pinnkit.weighting import grad_norms, per_term_grads
+from pinnkit.train.weighting import grad_norms, per_term_grads
 
 # Tiny P1 with pde + boundary terms: their gradient norms differ by orders of magnitude.
 SOFT = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d_soft.yaml"

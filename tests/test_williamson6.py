@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit.sphere import gaussian_grid, lonlat_to_xyz, williamson_errors
-from problems import PROBLEMS
+from pinnkit.problems import PROBLEMS
+from pinnkit.sphere.domain import gaussian_grid, lonlat_to_xyz, williamson_errors
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -140,8 +140,8 @@ def test_williamson6_two_resolutions_agree(tmp_path):
 def test_initial_state_cartesian_matches_lonlat_formula():
     """The problem's Cartesian initial state (stream function, wind n x grad psi, the A/B/C
     height) equals Williamson's lon/lat formulas, non-dimensionalised (rounding only)."""
+    from pinnkit.problems.climate import DAY, EARTH_RADIUS
     from pinnkit.solvers.shallow_water import williamson6_initial
-    from problems.climate import DAY, EARTH_RADIUS
 
     with jax.enable_x64(True):
         problem = PROBLEMS["williamson6"](with_reference=False)
@@ -169,7 +169,7 @@ def test_drifting_wave_balances_momentum_not_continuity():
     weights continuity by $1/\Phi_0$). Float64; the momentum bound is rounding of O(10)
     terms (measured 4e-30 mean square); the continuity figures measured 0.217/0.322."""
     from pinnkit.diffops import Autodiff
-    from problems.climate import DAY, EARTH_OMEGA, EARTH_RADIUS, GRAVITY
+    from pinnkit.problems.climate import DAY, EARTH_OMEGA, EARTH_RADIUS, GRAVITY
 
     with jax.enable_x64(True):
         problem = PROBLEMS["williamson6"](with_reference=False).without(["initial"])
@@ -231,7 +231,7 @@ def test_tiny_run_reports_errors_against_reference(tmp_path, monkeypatch):
     pytest.importorskip("dinosaur", reason="the climate extra (dinosaur) is not installed")
     import json
 
-    from pinnkit.cli import main
+    from pinnkit.cli.main import main
 
     monkeypatch.setenv("PINNKIT_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "w6"

@@ -9,14 +9,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pinnkit.build import build_run
-from pinnkit.config import load_config
 from pinnkit.errors import ConfigError
-from pinnkit.metrics import evaluate
-from pinnkit.parallel import make_mesh
-from pinnkit.rundir import load_run, train_to_dir
-from pinnkit.train import fit
-from pinnkit.windows import Windowed, fit_windows
+from pinnkit.parallel.mesh import make_mesh
+from pinnkit.run.build import build_run
+from pinnkit.run.config import load_config
+from pinnkit.run.metrics import evaluate
+from pinnkit.run.rundir import load_run, train_to_dir
+from pinnkit.train.loop import fit
+from pinnkit.train.windows import Windowed, fit_windows
 
 ROOT = Path(__file__).resolve().parents[1] / "configs" / "tiny"
 # Smooth Burgers (nu = 0.1/pi, exact Cole-Hopf reference), no causal weights.
@@ -132,7 +132,7 @@ def test_hard_initial_condition_restarts_per_window(tmp_path):
 def test_local_window_time_rescales_only_the_time_input():
     """``train.window_time: local``: the window [0.25, 0.5] of Burgers' t in [0, 1] maps
     onto [-1, 1] (Normalize's time entry), x keeps its map and the parameters are shared."""
-    from pinnkit.windows import local_time
+    from pinnkit.train.windows import local_time
 
     run = build_run(_cfg("train.time_windows=4"), mesh=make_mesh(1))
     net = local_time(run.network, 0.25, 0.5, 0)
@@ -153,7 +153,7 @@ def test_windows_keep_a_hard_initial_condition(tmp_path):
     the `initial` term back, targeting window 0 at t = 0.5, so the model is continuous
     there up to the misfit of 100 tiny steps that start from zero misfit (warm start).
     Also checks that `weighting.weights` may weigh the term the constraint removed."""
-    from pinnkit.windows import window_run
+    from pinnkit.train.windows import window_run
 
     run = build_run(_hard_ac("weighting.weights={initial: 100.0}"), mesh=make_mesh(1))
     assert "initial" not in run.problem.terms

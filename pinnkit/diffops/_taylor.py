@@ -41,9 +41,9 @@ $1 + 4\\binom{d+3}{4} = 21$ for interpolation), and without interpolation weight
 no cancellation, so the result agrees with nested reverse mode to rounding.
 
 Fast rules exist for `pinnkit.nn.Network` with `Normalize` / `PeriodicEmbedding` /
-`FourierFeatures` embeddings, an `MLP` core (every activation in `pinnkit.nn.ACTIVATIONS`,
+`FourierFeatures` embeddings, an `MLP` core (every activation in `pinnkit.nn.layers.ACTIVATIONS`,
 with closed-form derivatives of any order; plain or RWF layers), the gated cores of
-`pinnkit.nets` (`ModifiedMLP`, `PirateNet`: gates $a + z \\odot (b - a)$ by Leibniz's rule,
+`pinnkit.nn.nets` (`ModifiedMLP`, `PirateNet`: gates $a + z \\odot (b - a)$ by Leibniz's rule,
 residual mixing $\\alpha h + (1-\\alpha) x$ row by row) and a `HardDirichlet` transform
 (Leibniz's rule); a `Parity` average propagates one jet per reflected copy. Everything
 else (a user's own transform, unknown embeddings or cores, or a user's own module as the
@@ -68,8 +68,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._types import Point, Scalar
-from ..nets import Dense, ModifiedMLP, PirateNet
-from ..nn import (
+from ..nn.layers import (
     ACTIVATIONS,
     MLP,
     FourierFeatures,
@@ -79,6 +78,7 @@ from ..nn import (
     Parity,
     PeriodicEmbedding,
 )
+from ..nn.nets import Dense, ModifiedMLP, PirateNet
 from . import _bilaplacian
 from ._base import AbstractDiffMethod, Request
 
@@ -446,7 +446,7 @@ _ACTIVATION_DERIVS: dict[str, Callable[[Array, int], list[Array]]] = {
 
 def activation_derivatives(name: str, a: Array, order: int) -> list[Array]:
     """$[\\sigma(a), \\sigma'(a), \\dots, \\sigma^{(\\text{order})}(a)]$ for the activation
-    ``name`` of `pinnkit.nn.ACTIVATIONS`, element-wise, in closed form (nested jvp for an
+    ``name`` of `pinnkit.nn.layers.ACTIVATIONS`, element-wise, in closed form (nested jvp for an
     activation without a closed form here)."""
     rule = _ACTIVATION_DERIVS.get(name)
     if rule is None:
@@ -459,7 +459,7 @@ def activation_derivatives(name: str, a: Array, order: int) -> list[Array]:
 
 
 def _affine(layer) -> tuple[Array, Array | None]:
-    """``(W, b)`` of an `eqx.nn.Linear` or a `pinnkit.nets.Dense` (RWF: $W = e^s V$ is
+    """``(W, b)`` of an `eqx.nn.Linear` or a `pinnkit.nn.nets.Dense` (RWF: $W = e^s V$ is
     formed once, then the rows go through one matmul as for a plain layer)."""
     if type(layer) is Dense:
         return layer.matrix(), layer.bias
@@ -476,7 +476,7 @@ def _activate(name: str, jet: _Jet, plan: _Plan) -> _Jet:
 
 
 def _gate(z: _Jet, a: _Jet, b: _Jet, plan: _Plan) -> _Jet:
-    """$(1 - z) \\odot a + z \\odot b = a + z \\odot (b - a)$ (`pinnkit.nets.gate`), by
+    """$(1 - z) \\odot a + z \\odot b = a + z \\odot (b - a)$ (`pinnkit.nn.nets.gate`), by
     Leibniz's rule for the one product."""
     return _add(a, _product(z, _add(b, _scale(a, -1.0)), plan))
 
@@ -752,7 +752,7 @@ class Taylor(AbstractDiffMethod):
     $\\Delta^2 u$ on top of the Hessian rows.
 
     Fast closed-form rules cover `pinnkit.nn.Network` with an `MLP` core (all activations
-    of `pinnkit.nn.ACTIVATIONS`), `Normalize` / `PeriodicEmbedding` / `FourierFeatures`
+    of `pinnkit.nn.layers.ACTIVATIONS`), `Normalize` / `PeriodicEmbedding` / `FourierFeatures`
     embeddings and a `HardDirichlet` transform; any other layer or transform and any other
     callable (for example a user's own Equinox module passed as the network) go through a
     generic nested-`jax.jvp` rule with the same result. Training differentiates this

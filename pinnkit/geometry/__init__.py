@@ -1,9 +1,11 @@
-"""Geometry beyond boxes: shapes given by signed distances, CSG, similarity transforms,
-triangle meshes, and approximate distance functions for exact boundary conditions.
+"""Geometry: where a problem lives, its named boundary pieces, and how to sample them.
 
-Every shape is a `pinnkit.domains.AbstractDomain` (named coordinates, ``interior`` and
-named boundary pieces with outward normals), so terms, samplers and problems use it as
-they use a `Box`; docs/geometry.md is the guide.
+`AbstractDomain`, `Box`, `Interval`, `SpaceTime` (`domains`), and shapes beyond boxes:
+signed-distance primitives, CSG, similarity transforms, triangle meshes, and
+approximate distance functions for exact boundary conditions. Every shape is an
+`AbstractDomain` (named coordinates, ``interior`` and named boundary pieces with outward
+normals), so terms, samplers and problems use it as they use a `Box`; docs/geometry.md
+is the guide.
 """
 
 from .base import AbstractAtom as AbstractAtom
@@ -21,6 +23,10 @@ from .csg import union as union
 from .distance import DistanceDirichlet as DistanceDirichlet
 from .distance import adf as adf
 from .distance import signed_adf as signed_adf
+from .domains import AbstractDomain as AbstractDomain
+from .domains import Box as Box
+from .domains import Interval as Interval
+from .domains import SpaceTime as SpaceTime
 from .mesh import TriangleMesh as TriangleMesh
 from .primitives2d import Disk as Disk
 from .primitives2d import Ellipse as Ellipse

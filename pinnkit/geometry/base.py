@@ -28,7 +28,7 @@ from equinox import AbstractVar
 from jaxtyping import Array, Bool, Float
 
 from .._types import Point, Scalar
-from ..domains import AbstractDomain
+from .domains import AbstractDomain
 
 RESERVED = ("interior", "boundary", "initial", "data")
 

@@ -22,10 +22,10 @@ import difflib
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..domains import SpaceTime
 from ..errors import ConfigError
 from .base import AbstractShape
 from .csg import Difference, Intersection, Union
+from .domains import SpaceTime
 from .primitives2d import Disk, Ellipse, Polygon, Rectangle, Triangle
 from .primitives3d import Ball, Cuboid, Cylinder, ExtrudedPolygon
 from .transforms import rotate, scale, translate

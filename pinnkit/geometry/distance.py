@@ -42,8 +42,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._types import Point, Scalar
-from ..domains import AbstractDomain, SpaceTime
 from .base import AbstractShape, Part
+from .domains import AbstractDomain, SpaceTime
 
 
 def _sqrt(s: Scalar) -> Scalar:

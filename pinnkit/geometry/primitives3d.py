@@ -2,7 +2,7 @@
 atoms (planar rectangles, spheres, cylinder sides, flat caps).
 
 Default boundary names: cuboid ``left, right`` ($x$), ``front, back`` ($y$),
-``bottom, top`` ($z$) as on a 3-D `pinnkit.domains.Box`; ball ``sphere``; cylinder (axis
+``bottom, top`` ($z$) as on a 3-D `pinnkit.geometry.domains.Box`; ball ``sphere``; cylinder (axis
 $z$; rotate it for another axis) ``side, bottom, top``; extruded polygon ``side0 ...``
 (one per polygon edge), ``bottom, top``. All signed distances are exact.
 """
@@ -200,7 +200,7 @@ class FlatCap(AbstractAtom):
 
 class Cuboid(AbstractShape):
     """The box $[\\text{lower}, \\text{upper}] \\subset \\mathbb{R}^3$ as a shape (for CSG;
-    a lone box is better a `pinnkit.domains.Box`). Names ``left, right, front, back,
+    a lone box is better a `pinnkit.geometry.domains.Box`). Names ``left, right, front, back,
     bottom, top``."""
 
     lower: tuple[float, ...] = eqx.field(static=True)

@@ -3,7 +3,7 @@
 A shape that is not the image of the unit cube is sampled from *candidates*: unit-cube
 rows mapped into its bounding box (interior) or onto its primitives' whole boundary
 parts (boundary pieces), of which those that lie on the piece are kept
-(`pinnkit.domains.AbstractDomain.candidates`). Inside `jax.jit` the number of points
+(`pinnkit.geometry.domains.AbstractDomain.candidates`). Inside `jax.jit` the number of points
 must be static, so a draw takes `oversample` candidates, enough that fewer than ``n``
 are kept with probability below about $10^{-9}$, and `select` keeps the first ``n``
 accepted ones. Uniform candidates give uniform points; a (shifted) Sobol set restricted
@@ -77,7 +77,7 @@ def estimate_acceptance(domain, piece: str, points: int = ESTIMATE_POINTS) -> fl
     """Fraction of `candidates` on ``piece`` over a fixed scrambled Sobol set (seed 0),
     computed in float32 whatever the default dtype, so that the number of candidates
     (`oversample`) does not depend on ``jax_enable_x64``. Usable while tracing."""
-    from ..sampling import sobol_unit
+    from ..train.sampling import sobol_unit
 
     u = np.asarray(sobol_unit(points, domain.dim, 0), np.float32)
     with jax.ensure_compile_time_eval():

@@ -113,7 +113,7 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20,
 
 def make_gauss_newton(run, static) -> Callable:
     """``gn(params, key, arrays) -> (total, terms, gramian, grads)`` for a `Run`: the
-    weighted loss and its terms (as `pinnkit.train.make_loss` gives them), the Gramian
+    weighted loss and its terms (as `pinnkit.train.loop.make_loss` gives them), the Gramian
     $G$ (``(P, P)``) and $\\nabla L$ (tree of ``params``), on the step's batch.
 
     Inside `jax.shard_map`: per device, the Jacobians of its own points' residuals

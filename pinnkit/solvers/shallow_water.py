@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PinnkitError
-from ..sphere import DAY, EARTH_OMEGA, EARTH_RADIUS, GRAVITY
+from ..sphere.domain import DAY, EARTH_OMEGA, EARTH_RADIUS, GRAVITY
 
 
 def _dinosaur():

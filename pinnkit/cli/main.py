@@ -1,0 +1,268 @@
+"""The ``pinnkit`` command: ``train``, ``eval``, ``plot``, ``problems``.
+
+User mistakes (config errors, missing files, bad run folders) print one paragraph on
+stderr and exit with status 2, without a traceback. Training that ends on a non-finite
+loss exits 1; SIGTERM or SIGUSR1 (preemption, SLURM's ``--signal``) finishes the current
+chunk, writes a checkpoint and exits 0 so that a requeued job can ``--resume auto``;
+Ctrl-C (SIGINT) does the same and exits 130. A process that stalls past
+``--stall-timeout`` exits 70.
+
+Multi-process runs (several hosts, or one process per GPU): under ``srun`` with more
+than one task nothing is needed; other launchers pass ``--coordinator HOST:PORT
+--num-processes N --process-id I`` to every process (see docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+from ..errors import PinnkitError
+
+
+def _apply_numerics(cfg, devices: int | None) -> None:
+    """The only place pinnkit touches global JAX state: before any computation."""
+    import jax
+
+    if devices is not None and devices > 1:
+        try:  # only affects the CPU backend (fake devices for testing / CPU clusters)
+            jax.config.update("jax_num_cpu_devices", devices)
+        except RuntimeError:
+            pass
+    jax.config.update("jax_enable_x64", bool(cfg.numerics.x64))
+    jax.config.update("jax_default_matmul_precision", cfg.numerics.matmul_precision)
+
+
+class _Stop:
+    """Signal handlers that ask the training loop to checkpoint and stop."""
+
+    def __init__(self):
+        self.signum = None
+
+    def __call__(self) -> bool:
+        return self.signum is not None
+
+    def install(self):
+        def handler(signum, frame):
+            if self.signum == signal.SIGINT and signum == signal.SIGINT:
+                raise KeyboardInterrupt  # second Ctrl-C: abort now
+            self.signum = signum
+            print(
+                f"\npinnkit: received {signal.Signals(signum).name}; finishing the current "
+                "chunk, then writing a checkpoint", file=sys.stderr, flush=True,
+            )
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGUSR1, handler)
+        signal.signal(signal.SIGINT, handler)
+        return self
+
+
+def _processes(args):
+    """Joins the multi-process job if there is one (flags or SLURM); before any JAX
+    computation. Returns the `ProcessSpec`."""
+    from ..parallel.distributed import detect, initialize
+
+    spec = detect(args.coordinator, args.num_processes, args.process_id)
+    initialize(spec, heartbeat_timeout=args.heartbeat_timeout)
+    return spec
+
+
+def _resume_mode(args) -> bool | str:
+    """``--resume`` alone: must resume; ``--resume auto``: resume if a checkpoint exists."""
+    if args.resume in (None, False):
+        return False
+    if args.resume == "auto":
+        return "auto"
+    if args.resume == "must":
+        return True
+    if args.config is None:  # `train --resume CONFIG`: argparse took the config as the value
+        args.config = args.resume
+        return True
+    raise PinnkitError(f"--resume {args.resume!r}: use --resume (must resume) or --resume auto")
+
+
+def cmd_train(args) -> int:
+    from ..parallel.mesh import is_main_process
+    from ..run.config import load_config
+    from ..run.rundir import read_config, train_to_dir
+
+    resume = _resume_mode(args)
+    spec = _processes(args)
+    overrides = list(args.set or [])
+    if args.devices is not None:  # per process; the mesh spans all processes
+        overrides.append(f"mesh.data={args.devices * spec.num_processes}")
+    # Command-line memory options override the config's train.* keys.
+    for key in ("accumulate", "remat", "donate"):
+        if getattr(args, key) is not None:
+            overrides.append(f"train.{key}={str(getattr(args, key)).lower()}")
+    if args.config is None:
+        if not (resume and args.out):
+            raise PinnkitError("train needs a CONFIG file (or --out DIR --resume to continue a run)")
+        cfg = read_config(args.out, overrides)
+    else:
+        cfg = load_config(args.config, overrides)
+    out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+    _apply_numerics(cfg, args.devices)
+    stall = args.stall_timeout if args.stall_timeout is not None else (900.0 if spec.multi else 0.0)
+    fit_options = dict(accumulate=cfg.train.accumulate, remat=cfg.train.remat,
+                       donate=cfg.train.donate, stall_timeout=stall)
+    if args.dry_run:
+        return _dry_run(cfg, fit_options)
+    stop = _Stop().install()
+    summary = train_to_dir(
+        cfg, out, resume=resume, overwrite=args.overwrite, should_stop=stop,
+        progress=not args.quiet, plots=not args.no_plots, **fit_options,
+    )
+    errs = ", ".join(f"{k} {v:.3e}" for k, v in summary["rel_l2"].items())
+    print_ = print if is_main_process() else (lambda *a, **k: None)
+    print_(
+        f"pinnkit: {summary['outcome']} at step {summary['steps']}/{summary['total_steps']} "
+        f"in {summary['wall_s']:.1f} s"
+        + (f"; rel. L2 error: {errs}" if errs else "")
+        + f"; results in {out}/",
+        file=sys.stderr,
+    )
+    if summary["outcome"] == "nonfinite_loss":
+        print_(f"pinnkit: {summary['message']}", file=sys.stderr)
+        return 1
+    if summary["outcome"] == "interrupted":
+        return 130 if stop.signum == signal.SIGINT else 0
+    return 0
+
+
+def _dry_run(cfg, fit_options) -> int:
+    """Prints the plan of a run (mesh, batches, parameters, compiled memory) as JSON."""
+    from ..parallel.mesh import is_main_process
+    from ..run.build import build_run
+    from ..train.loop import plan
+
+    fit_options.pop("stall_timeout")
+    info = plan(build_run(cfg), **fit_options)
+    if is_main_process():
+        mem = info["memory_per_device"]
+        mib = {k: round(v / 2**20, 2) for k, v in mem.items()}
+        m = info["mesh"]
+        print(
+            f"pinnkit: dry run: mesh data={m['size']} ({m['processes']} process(es) x "
+            f"{m['devices_per_process']} {m['platform']} device(s)); per-device batch "
+            f"{info['per_device_batch']} (micro-batch {info['micro_batch']}); "
+            f"{info['parameters']} parameters; compiled {info['chunk_steps']}-step chunk: "
+            f"~{mib.get('peak_estimate_bytes', float('nan'))} MiB per device "
+            f"(temporaries {mib.get('temp_size_in_bytes', float('nan'))} MiB)",
+            file=sys.stderr,
+        )
+        print(json.dumps(info, indent=2))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from ..run.rundir import evaluate_dir, read_config
+
+    _apply_numerics(read_config(args.run_dir), None)
+    print(json.dumps(evaluate_dir(args.run_dir), indent=2))
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from ..run.rundir import plot_dir, read_config
+
+    _apply_numerics(read_config(args.run_dir), None)
+    for p in plot_dir(args.run_dir):
+        print(p)
+    return 0
+
+
+def cmd_problems(args) -> int:
+    from ..problems import PROBLEMS
+
+    for name, factory in sorted(PROBLEMS.items()):
+        doc = inspect.getdoc(factory) or ""
+        first = doc.split("\n\n")[0].replace("\n", " ")
+        params = ", ".join(
+            f"{p.name}={p.default!r}" if p.default is not p.empty else p.name
+            for p in inspect.signature(factory).parameters.values()
+        )
+        print(f"{name}({params})")
+        print(textwrap.indent(textwrap.fill(first, 88), "    "))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pinnkit", description="PINN training from YAML configs.")
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train a config into a run directory")
+    t.add_argument("config", nargs="?", help="YAML config file")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (repeatable)")
+    t.add_argument("--out", help="run directory (default: runs/<config name>)")
+    t.add_argument("--resume", nargs="?", const="must", metavar="auto",
+                   help="continue from the newest valid checkpoint in --out; '--resume auto' "
+                        "starts afresh when there is none (for requeued jobs)")
+    t.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    t.add_argument("--devices", type=int, help="devices on the data axis (CPU: creates virtual devices)")
+    t.add_argument("--quiet", action="store_true", help="no progress output")
+    t.add_argument("--no-plots", action="store_true", help="skip writing plots")
+    t.add_argument("--dry-run", action="store_true",
+                   help="print mesh, per-device batch, parameter count and compiled memory; no training")
+    big = t.add_argument_group("large problems")
+    big.add_argument("--accumulate", type=int, default=None, metavar="K",
+                     help="split each step's batch into K micro-batches (gradient accumulation)")
+    big.add_argument("--remat", choices=("none", "dots", "full"), default=None,
+                     help="rematerialise the per-device loss in the backward pass")
+    big.add_argument("--donate", action="store_const", const=True, default=None,
+                     help="donate the train state to each chunk")
+    mp = t.add_argument_group("multi-process (not needed under srun; see docs/cluster.md)")
+    mp.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
+    mp.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
+    mp.add_argument("--process-id", type=int, metavar="I", help="this process, 0..N-1")
+    mp.add_argument("--heartbeat-timeout", type=int, default=60, metavar="S",
+                    help="seconds after which a silent process counts as dead (default 60)")
+    mp.add_argument("--stall-timeout", type=float, metavar="S",
+                    help="exit 70 if a compiled chunk takes longer (default: 900 with several "
+                         "processes, off otherwise)")
+    t.set_defaults(func=cmd_train)
+    e = sub.add_parser("eval", help="errors of a trained run against its reference")
+    e.add_argument("run_dir")
+    e.set_defaults(func=cmd_eval)
+    pl = sub.add_parser("plot", help="(re)draw a run's plots")
+    pl.add_argument("run_dir")
+    pl.set_defaults(func=cmd_plot)
+    pr = sub.add_parser("problems", help="list built-in problems and their parameters")
+    pr.set_defaults(func=cmd_problems)
+    from .tools import register
+
+    register(sub)  # predict, export
+    return p
+
+
+def _in_process_group() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    import jax
+
+    return jax.distributed.is_initialized()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PinnkitError as e:
+        msg = " ".join(str(e).split())
+        print(textwrap.fill(f"pinnkit: error: {msg}", 100), file=sys.stderr, flush=True)
+        if _in_process_group():
+            # Leave at once: a clean exit would wait at JAX's shutdown barrier for peers
+            # that may be blocked in a collective; they see this process go and exit too.
+            sys.stdout.flush()
+            os._exit(2)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""``pinnkit predict`` and ``pinnkit export``: subcommands on a trained run directory.
+
+`register(subparsers)` adds both to the ``pinnkit`` parser (`pinnkit.cli.main.parser`); each
+sets ``func`` like the other subcommands, so `pinnkit.cli.main` runs them and turns a
+`PinnkitError` into one paragraph and exit status 2.
+
+    pinnkit predict RUN --grid 201 --out u.npz
+    pinnkit predict RUN --grid "x=-1:1:256,t=0:1:100" --out u.nc
+    pinnkit predict RUN --points stations.csv --out pred.csv
+    pinnkit export RUN --out model.jaxexport [--derivatives] [--platforms cpu,cuda]
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def _numerics(run_dir) -> None:
+    from ..run.rundir import read_config
+    from .main import _apply_numerics
+
+    _apply_numerics(read_config(run_dir), None)
+
+
+def cmd_predict(args) -> int:
+    from ..run.predict import predict, write_prediction
+
+    _numerics(args.run_dir)
+    res = predict(args.run_dir, points=args.points, grid=args.grid, batch=args.batch)
+    path = write_prediction(args.out, res)
+    n = len(next(iter(res.values())))
+    print(f"pinnkit: {n} points written to {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from ..run.export import export_run
+
+    _numerics(args.run_dir)
+    platforms = [p.strip() for p in args.platforms.split(",")] if args.platforms else None
+    meta = export_run(args.run_dir, args.out, derivatives=args.derivatives, platforms=platforms)
+    print(
+        f"pinnkit: exported {meta['problem']} (step {meta['step']}, inputs {meta['inputs']['coords']}, "
+        f"fields {meta['fields']}) to {args.out} (+ {args.out}.json); load it with "
+        "jax.export.deserialize(bytearray(open(PATH, 'rb').read())).call(x)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def register(sub) -> None:
+    """Adds ``predict`` and ``export`` to the ``pinnkit`` subparsers ``sub``."""
+    p = sub.add_parser("predict", help="evaluate a trained run at points or on a grid")
+    p.add_argument("run_dir")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--points", metavar="FILE",
+                       help="CSV/NPZ/NetCDF file with one column per coordinate")
+    where.add_argument("--grid", metavar="SPEC",
+                       help="'N' per coordinate over the domain's box, or 'x=lo:hi:n,t=lo:hi:n'")
+    p.add_argument("--out", required=True, metavar="FILE", help="output .csv, .npz or .nc")
+    p.add_argument("--batch", type=int, metavar="N", help="points per device per batch (default eval.batch)")
+    p.set_defaults(func=cmd_predict)
+    e = sub.add_parser("export", help="export the trained solution as a jax.export artifact")
+    e.add_argument("run_dir")
+    e.add_argument("--out", required=True, metavar="FILE", help="e.g. model.jaxexport")
+    e.add_argument("--derivatives", action="store_true", help="also return the Jacobian dy/dx (b, m, d)")
+    e.add_argument("--platforms", metavar="LIST", help="comma-separated, e.g. cpu,cuda (default: current)")
+    e.set_defaults(func=cmd_export)

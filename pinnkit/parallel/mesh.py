@@ -1,0 +1,180 @@
+"""The device mesh: always one, with a single ``"data"`` axis over which points are sharded.
+
+One CPU is a mesh of 1; eight GPUs are a mesh of 8; two nodes of four GPUs are a mesh of
+8 spanning two processes. Parameters are replicated (``P()``), point arrays sharded
+(``P("data")``). Placement goes through `jax.make_array_from_callback`, so in a
+multi-process run each process transfers only the rows its own devices hold.
+
+`evaluate_sharded` computes the reference errors with the evaluation grid sharded over
+every device of the mesh; only per-field sums cross processes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ..errors import ConfigError
+from .distributed import allgather_host, to_host
+
+
+def make_mesh(n_devices: int = -1) -> Mesh:
+    """A 1-D mesh named ``"data"`` over the first ``n_devices`` devices (-1: all).
+
+    In a multi-process run the mesh always spans every device of every process.
+    """
+    devices = jax.devices()
+    n = len(devices) if n_devices == -1 else n_devices
+    if jax.process_count() > 1 and n != len(devices):
+        raise ConfigError(
+            f"mesh.data={n_devices}: a run with {jax.process_count()} processes uses all "
+            f"{len(devices)} devices of all processes; set mesh.data: -1 (or {len(devices)})"
+        )
+    if n < 1 or n > len(devices):
+        raise ConfigError(
+            f"mesh.data={n_devices}: {len(devices)} {devices[0].platform} device(s) are "
+            f"visible; use -1 (all) or a number from 1 to {len(devices)}"
+        )
+    return Mesh(np.asarray(devices[:n]), ("data",))
+
+
+def _place(x, sharding: NamedSharding):
+    # The exact sharding, not merely an equivalent one: a jitted chunk called with a
+    # single-device array and then with its own NamedSharding output would retrace.
+    if isinstance(x, jax.Array):
+        if x.sharding == sharding:
+            return x
+        if jax.process_count() == 1:
+            return jax.device_put(x, sharding)
+    host = to_host(x) if isinstance(x, jax.Array) else np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+
+
+def replicate(tree, mesh: Mesh):
+    """Places every array of ``tree`` on all devices of ``mesh`` (every process must pass
+    the same values)."""
+    s = NamedSharding(mesh, P())
+    return jax.tree_util.tree_map(lambda x: _place(x, s) if eqx.is_array(x) else x, tree)
+
+
+def shard_rows(tree, mesh: Mesh):
+    """Places arrays sharded along their first axis over ``mesh``'s ``"data"`` axis; each
+    process transfers only the rows of its own devices."""
+    s = NamedSharding(mesh, P("data"))
+    return jax.tree_util.tree_map(lambda x: _place(x, s) if eqx.is_array(x) else x, tree)
+
+
+def is_main_process() -> bool:
+    """True on the process that writes files (process 0)."""
+    return jax.process_index() == 0
+
+
+# ------------------------------------------------------------ sharded evaluation
+
+
+@eqx.filter_jit
+def _apply_sharded(fn, points, sharding):
+    out = jax.vmap(fn)(points)
+    # Keep the output sharded like the points (a replicated output would be counted
+    # once per process by the host-side sums below).
+    return jax.lax.with_sharding_constraint(out, sharding)
+
+
+def predict_sharded(fn, points: np.ndarray, mesh: Mesh, batch: int = 16384, dtype=jnp.float32):
+    """``vmap(fn)`` over ``points`` ``(n, d)`` with the rows sharded over ``mesh``.
+
+    Rows are processed in global chunks of ``batch`` rows per device (the last chunk
+    padded by repeating the last point). **Returns:** ``(rows, values)``: the global row
+    indices this process holds and their outputs ``(len(rows), m)``; padding removed.
+    """
+    n = points.shape[0]
+    n_dev = mesh.size
+    per_dev = max(1, min(batch, math.ceil(n / n_dev)))
+    g = per_dev * n_dev
+    padded = math.ceil(n / g) * g
+    pts = np.concatenate([points, np.repeat(points[-1:], padded - n, axis=0)]) if padded > n else points
+    sharding = NamedSharding(mesh, P("data"))
+    rows, vals = [], []
+    for c in range(0, padded, g):
+        block = np.asarray(pts[c : c + g], dtype)
+        arr = jax.make_array_from_callback(block.shape, sharding, lambda idx, b=block: b[idx])
+        out = _apply_sharded(fn, arr, sharding)
+        for shard in out.addressable_shards:
+            if shard.replica_id != 0:
+                continue
+            sl = shard.index[0]
+            idx = np.arange(c + (sl.start or 0), c + (sl.stop if sl.stop is not None else g))
+            keep = idx < n
+            rows.append(idx[keep])
+            vals.append(np.asarray(shard.data)[keep])
+    return np.concatenate(rows), np.concatenate(vals)
+
+
+def field_errors_sharded(out_names, mean_free, pred: np.ndarray, ref: np.ndarray) -> dict:
+    """`metrics.field_errors` from each process's rows: per-field sums in float64 on each
+    host, added across processes. Same definitions (relative $L^2$, or RMS when the
+    reference is zero; $L^\\infty$; means removed for ``mean_free`` fields)."""
+    p, r = pred.astype(np.float64), ref.astype(np.float64)
+    n = allgather_host(np.float64(p.shape[0])).sum()
+    shift_p = np.zeros(p.shape[1])
+    shift_r = np.zeros(p.shape[1])
+    mf = np.array([name in mean_free for name in out_names])
+    if mf.any():
+        sums = allgather_host(np.stack([p.sum(0), r.sum(0)])).sum(0)
+        shift_p, shift_r = np.where(mf, sums[0] / n, 0.0), np.where(mf, sums[1] / n, 0.0)
+    diff = (p - shift_p) - (r - shift_r)
+    local = np.stack([(diff**2).sum(0), ((r - shift_r) ** 2).sum(0)])
+    sq = allgather_host(local).sum(0)
+    linf = allgather_host(np.abs(diff).max(0, initial=0.0)).max(0)
+    rel, inf = {}, {}
+    for i, name in enumerate(out_names):
+        rel[name] = float(np.sqrt(sq[0, i] / sq[1, i])) if sq[1, i] > 0 else float(np.sqrt(sq[0, i] / n))
+        inf[name] = float(linf[i])
+    return {"rel_l2": rel, "linf": inf}
+
+
+def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch: int = 16384,
+                     dtype=jnp.float32, grid: bool = True):
+    """Errors of ``network`` against ``problem.reference`` on the bounding-box grid, with
+    the grid sharded over all devices of ``mesh`` (a collective: every process calls it).
+
+    **Returns:** ``(errors, grid)`` like `metrics.evaluate`. With ``grid=True`` the
+    predictions are all-gathered for plotting (``grid["pred"]``, ``grid["ref"]``);
+    otherwise ``grid`` is ``None`` and nothing but the per-field sums is exchanged.
+    """
+    pts, shape = problem.domain.grid(resolution)
+    rows, pred = predict_sharded(network, pts, mesh, batch, dtype)
+    ref = None
+    errors = {}
+    if problem.reference is not None:
+        _, ref = predict_sharded(problem.reference, pts, mesh, batch, dtype)
+        inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
+        ok = slice(None) if inside is None else inside[rows]
+        errors = field_errors_sharded(problem.out_names, problem.mean_free, pred[ok], ref[ok])
+    if not grid:
+        return errors, None
+
+    def full(vals):
+        if vals is None:
+            return None
+        out = np.zeros((pts.shape[0], vals.shape[1]), vals.dtype)
+        if jax.process_count() == 1:
+            out[rows] = vals
+            return out
+        # Processes hold different numbers of rows: pad to the largest before gathering.
+        m = int(allgather_host(np.int64(rows.shape[0])).max())
+        pad = m - rows.shape[0]
+        r_all = allgather_host(np.concatenate([rows, np.full(pad, -1)]))
+        v_all = allgather_host(np.concatenate([vals, np.zeros((pad, vals.shape[1]), vals.dtype)]))
+        for r_p, v_p in zip(r_all, v_all, strict=True):
+            ok = r_p >= 0
+            out[r_p[ok]] = v_p[ok]
+        return out
+
+    return errors, {"points": pts, "shape": shape, "pred": full(pred), "ref": full(ref)}

@@ -1,0 +1,11 @@
+"""The physics wing: a PDE problem as data (`Problem`), its pointwise loss terms,
+coefficients (learnt or fixed) and observations. It knows no training."""
+
+from .problem import Problem as Problem
+from .terms import AbstractTerm as AbstractTerm
+from .terms import Dirichlet as Dirichlet
+from .terms import Equation as Equation
+from .terms import Initial as Initial
+from .terms import Neumann as Neumann
+from .terms import Observation as Observation
+from .terms import Robin as Robin

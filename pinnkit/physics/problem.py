@@ -1,0 +1,207 @@
+"""A PDE problem as data: domain, named loss terms, coefficients, reference solution.
+
+`Problem.residuals` is the one place where pointwise terms are batched (`jax.vmap`).
+Problems never see the network's class, the mesh or the optimiser.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._types import Scalar
+from ..diffops import AbstractDiffMethod, Layout
+from ..geometry.domains import AbstractDomain
+from .coeffs import CoeffField, Constrained, constrained, values
+from .terms import AbstractTerm, Neumann, Robin
+
+
+class Problem(eqx.Module):
+    """A PDE problem.
+
+    **Arguments:**
+    - `domain`: the geometry (`Box`, `SpaceTime`...).
+    - `out_names`: the solution fields, e.g. ``("u",)`` or ``("u", "v", "p")``.
+    - `terms`: named loss terms, e.g. ``{"pde": Equation(...), "walls": Dirichlet(...)}``.
+    - `coeffs`: named scalar coefficients ($\\nu$, $k$, ...), passed to every residual
+      (floats, arrays, `pinnkit.physics.coeffs.Constrained`, or a `pinnkit.physics.coeffs.CoeffField`:
+      a small network $c(x)$ that residuals call at the point).
+    - `trainable`: names of coefficients to learn (inverse problems).
+    - `coeff_transforms`: ``{name: "positive" | ("bounded", lower, upper)}``: learn those
+      coefficients through a transform that keeps them in range (`pinnkit.physics.coeffs`);
+      residuals always receive the physical value.
+    - `reference`: exact or reference solution ``x -> (len(out_names),)`` (pointwise,
+      JAX-traceable), used for errors, plots and tests; None if unknown.
+    - `hard_constraint`: optional ``transform(x, y) -> y`` enforcing some terms exactly
+      (used when the config sets ``network.hard_constraint: true``), and
+      `enforced`: the names of the terms it makes redundant (dropped from the loss).
+    - `mean_free`: fields defined up to a constant (pressure): errors subtract means.
+    - `name`, `description`: for listings and plots.
+    - `metrics`: optional problem-specific figures for ``summary.json`` (e.g. Williamson's
+      normalised errors on the sphere): ``metrics(predict) -> dict`` where
+      ``predict(points (n, dim) numpy) -> (n, len(out_names)) numpy`` evaluates the trained
+      network; the dict (JSON-serialisable) is stored as ``summary["metrics"]``.
+    """
+
+    domain: AbstractDomain
+    out_names: tuple[str, ...] = eqx.field(static=True)
+    terms: dict[str, AbstractTerm]
+    coeffs: dict[str, Array]
+    trainable: frozenset[str] = eqx.field(static=True, default=frozenset())
+    reference: Callable | None = eqx.field(static=True, default=None)
+    hard_constraint: eqx.Module | None = None
+    enforced: tuple[str, ...] = eqx.field(static=True, default=())
+    mean_free: tuple[str, ...] = eqx.field(static=True, default=())
+    name: str = eqx.field(static=True, default="problem")
+    description: str = eqx.field(static=True, default="")
+    metrics: Callable | None = eqx.field(static=True, default=None)
+
+    def __init__(
+        self,
+        domain,
+        out_names,
+        terms: Mapping[str, AbstractTerm],
+        coeffs: Mapping[str, float | Array] | None = None,
+        trainable=(),
+        coeff_transforms: Mapping[str, str | tuple] | None = None,
+        reference=None,
+        hard_constraint=None,
+        enforced=(),
+        mean_free=(),
+        name="problem",
+        description="",
+        metrics=None,
+    ):
+        self.domain = domain
+        self.out_names = tuple(out_names)
+        bound = {}
+        for k, t in terms.items():
+            if isinstance(t, Neumann | Robin) and t.normal is None:
+                t = dataclasses.replace(t, normal=domain.normal)
+            bound[k] = t
+        self.terms = bound
+        learnt = Constrained | CoeffField
+        self.coeffs = {k: v if isinstance(v, learnt) else jnp.asarray(v) for k, v in (coeffs or {}).items()}
+        for k, spec in (coeff_transforms or {}).items():
+            if k not in self.coeffs:
+                raise ValueError(
+                    f"coeff_transforms names {k!r}, which is not a coefficient: {sorted(self.coeffs)}"
+                )
+            kind, *bounds = (spec,) if isinstance(spec, str) else tuple(spec)
+            self.coeffs[k] = constrained(float(self.coeffs[k]), kind, *bounds)
+        self.trainable = frozenset(trainable)
+        self.reference = reference
+        self.hard_constraint = hard_constraint
+        self.enforced = tuple(enforced)
+        self.mean_free = tuple(mean_free)
+        self.name = name
+        self.description = description
+        self.metrics = metrics
+
+    def __check_init__(self):
+        pieces = self.domain.pieces()
+        for k, t in self.terms.items():
+            if t.where != "data" and t.where not in pieces:
+                raise ValueError(
+                    f"term {k!r} is imposed on {t.where!r}, which this "
+                    f"{type(self.domain).__name__} does not have; its pieces are {pieces}"
+                )
+            for fname in getattr(t, "fields", ()):
+                if fname not in self.out_names:
+                    raise ValueError(
+                        f"term {k!r} constrains field {fname!r}, but the problem's fields "
+                        f"are {self.out_names}"
+                    )
+        unknown = set(self.trainable) - set(self.coeffs)
+        if unknown:
+            raise ValueError(
+                f"trainable coefficients {sorted(unknown)} are not coefficients of this "
+                f"problem; its coefficients are {sorted(self.coeffs)}"
+            )
+        missing = set(self.enforced) - set(self.terms)
+        if missing:
+            raise ValueError(f"enforced terms {sorted(missing)} are not terms of this problem")
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.domain.coords, self.domain.spatial_coords, self.out_names)
+
+    def replace(self, **changes) -> Problem:
+        """A copy with fields replaced (static ones too, e.g. ``trainable``, ``name``)."""
+        import copy
+
+        new = copy.copy(self)
+        for k, v in changes.items():
+            if k not in self.__dataclass_fields__:
+                raise TypeError(f"Problem has no field {k!r}")
+            object.__setattr__(new, k, frozenset(v) if k == "trainable" else v)
+        return new
+
+    def without(self, names) -> Problem:
+        """The same problem without the terms ``names`` (e.g. those a hard constraint enforces)."""
+        kept = {k: t for k, t in self.terms.items() if k not in set(names)}
+        return eqx.tree_at(lambda p: p.terms, self, kept)
+
+    def coeff_values(self, coeffs: Mapping[str, Array] | None = None) -> dict[str, Array]:
+        """Physical values of ``coeffs`` (default: the problem's own)."""
+        return values(self.coeffs if coeffs is None else coeffs)
+
+    def residuals(
+        self,
+        net: Callable,
+        coeffs: Mapping[str, Array],
+        batch: Mapping[str, Float[Array, "n c"]],
+        method: AbstractDiffMethod,
+    ) -> dict[str, Float[Array, "n r"]]:
+        """Residuals of every term on its batch; the only `vmap` in pinnkit's physics."""
+        coeffs = values(coeffs)  # transformed (constrained) coefficients -> physical values
+        return {
+            name: jax.vmap(lambda row, t=term: self._point_residual(t, net, coeffs, row, method))(
+                batch[name]
+            )
+            for name, term in self.terms.items()
+        }
+
+    def _point_residual(self, term: AbstractTerm, net, coeff_values, row, method):
+        """One term's residual at one batch row ``[x | data]``."""
+        d = self.domain.dim
+        data = row[d:] if term.data_dim else None
+        return method.evaluate(
+            lambda f, c: term.residual(f, c, data), net, self.layout, row[:d], coeff_values
+        )
+
+    def residual_jacobians(
+        self,
+        model: Callable[[Float[Array, " P"]], tuple[Callable, Mapping[str, Array]]],
+        theta: Float[Array, " P"],
+        batch: Mapping[str, Float[Array, "n c"]],
+        method: AbstractDiffMethod,
+    ) -> dict[str, tuple[Float[Array, "n r"], Float[Array, "n r P"]]]:
+        """Residuals and their Jacobians with respect to flat parameters $\\theta$, per
+        term: ``(r, dr/dtheta)``. ``model(theta) -> (net, coeffs)``. One reverse pass per
+        point (a `jax.jacrev` of the pointwise residual, vmapped over the points), for the
+        Gauss-Newton / natural-gradient optimiser."""
+        out = {}
+        for name, term in self.terms.items():
+
+            def one(th, row, term=term):  # (r, r) : the residual is also the jacrev's aux
+                net, coeffs = model(th)
+                r = self._point_residual(term, net, values(coeffs), row, method)
+                return r, r
+
+            def both(th, row, one=one):
+                jac, r = jax.jacrev(one, has_aux=True)(th, row)
+                return r, jac
+
+            out[name] = jax.vmap(both, in_axes=(None, 0))(theta, batch[name])
+        return out
+
+    def loss_terms(self, net, coeffs, batch, method) -> dict[str, Scalar]:
+        """Mean over points of $\\|r(x)\\|^2$, per term (local to the points given)."""
+        res = self.residuals(net, coeffs, batch, method)
+        return {k: jnp.mean(jnp.sum(r**2, axis=-1)) for k, r in res.items()}

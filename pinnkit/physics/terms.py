@@ -1,0 +1,192 @@
+"""Loss terms: one component of the PINN loss, evaluated at one point.
+
+A term lives on a piece of the domain (``where``: ``"interior"``, a boundary name,
+``"initial"``) or on its own data (``"data"``), and returns a residual vector $r(x)$ of
+shape ``(r,)`` whose mean square over the term's points is the term's loss. Terms are
+pointwise; `Problem` batches them.
+
+Terms that carry per-point data (observations) receive it as the trailing columns of
+their batch rows: a row is ``[x_1..x_d, data_1..data_k]`` with ``k = data_dim``.
+"""
+
+
+import abc
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from equinox import AbstractVar
+from jaxtyping import Array, Float
+
+from .._types import Point, Residual
+from ..diffops import Fields
+
+Target = Callable[[Point], Array] | float | None
+
+
+def _target_values(target: Target, x: Point, k: int) -> Float[Array, " k"]:
+    if target is None:
+        return jnp.zeros((k,), x.dtype)
+    if callable(target):
+        v = jnp.asarray(target(x), x.dtype)
+        return jnp.broadcast_to(jnp.atleast_1d(v), (k,))
+    return jnp.full((k,), target, x.dtype)
+
+
+class AbstractTerm(eqx.Module):
+    """One loss component. ``residual(f, coeffs, data)`` is pointwise."""
+
+    where: AbstractVar[str]
+
+    @property
+    def data_dim(self) -> int:
+        return 0
+
+    @abc.abstractmethod
+    def residual(self, f: Fields, coeffs: dict[str, Array], data: Array | None) -> Residual:
+        """The residual vector at ``f.point`` (``data``: the row's trailing columns or None)."""
+
+
+class Equation(AbstractTerm):
+    """A PDE residual ``fn(f, coeffs) -> scalar or (r,)``, e.g. ``-f.laplacian("u") - s(x)``.
+
+    **Arguments:**
+    - `fn`: the pointwise residual, written with `Fields` (``f["u"]``, ``f.partial``,
+      ``f.laplacian``, ``f.coord``...) and the problem's coefficients by name.
+    - `where`: the domain piece it is imposed on; default ``"interior"``.
+    """
+
+    fn: Callable = eqx.field(static=True)
+    where: str = eqx.field(static=True, default="interior")
+
+    def residual(self, f, coeffs, data):
+        return jnp.atleast_1d(self.fn(f, coeffs))
+
+
+class Dirichlet(AbstractTerm):
+    """$y_i(x) = g_i(x)$ on ``where`` for each field in ``fields``.
+
+    **Arguments:**
+    - `where`: a boundary name (``"boundary"``, ``"left"``...).
+    - `fields`: constrained outputs; default ``("u",)``.
+    - `target`: ``g(x) -> (len(fields),)`` (or scalar), a constant, or None for zero.
+    """
+
+    where: str = eqx.field(static=True)
+    fields: tuple[str, ...] = eqx.field(static=True, default=("u",))
+    target: Target = eqx.field(static=True, default=None)
+
+    def residual(self, f, coeffs, data):
+        y = jnp.stack([f[n] for n in self.fields])
+        return y - _target_values(self.target, f.point, len(self.fields))
+
+
+class Initial(AbstractTerm):
+    """$y_i(t_0, x) = g_i(x)$: Dirichlet on the ``"initial"`` slice of a `SpaceTime`."""
+
+    fields: tuple[str, ...] = eqx.field(static=True, default=("u",))
+    target: Target = eqx.field(static=True, default=None)
+    where: str = eqx.field(static=True, default="initial")
+
+    def residual(self, f, coeffs, data):
+        y = jnp.stack([f[n] for n in self.fields])
+        return y - _target_values(self.target, f.point, len(self.fields))
+
+
+class Neumann(AbstractTerm):
+    """$\\partial y_i / \\partial n = g_i(x)$ on ``where``, $n$ the domain's outward normal.
+
+    The normal is supplied by the problem (``normal=domain.normal``) when it builds the
+    term; `Problem` binds it automatically if left as None.
+    """
+
+    where: str = eqx.field(static=True)
+    fields: tuple[str, ...] = eqx.field(static=True, default=("u",))
+    target: Target = eqx.field(static=True, default=None)
+    normal: Callable | None = eqx.field(static=True, default=None)
+
+    def _dn(self, f: Fields, name: str) -> Array:
+        n = self.normal(f.point, self.where)
+        g = f.grad(name, coords=f.layout.coords)
+        return jnp.dot(n, g)
+
+    def residual(self, f, coeffs, data):
+        dn = jnp.stack([self._dn(f, n) for n in self.fields])
+        return dn - _target_values(self.target, f.point, len(self.fields))
+
+
+class Robin(AbstractTerm):
+    """$\\alpha\\, y_i + \\beta\\, \\partial y_i/\\partial n = g_i(x)$ on ``where``."""
+
+    where: str = eqx.field(static=True)
+    alpha: float = eqx.field(static=True, default=1.0)
+    beta: float = eqx.field(static=True, default=1.0)
+    fields: tuple[str, ...] = eqx.field(static=True, default=("u",))
+    target: Target = eqx.field(static=True, default=None)
+    normal: Callable | None = eqx.field(static=True, default=None)
+
+    def residual(self, f, coeffs, data):
+        neu = Neumann(self.where, self.fields, None, self.normal)
+        y = jnp.stack([f[n] for n in self.fields])
+        dn = jnp.stack([neu._dn(f, n) for n in self.fields])
+        g = _target_values(self.target, f.point, len(self.fields))
+        return self.alpha * y + self.beta * dn - g
+
+
+class Observation(AbstractTerm):
+    """Measured values of ``fields`` at given points: $r_j = \\sqrt{w_j}\\,(y(x_j) - y_j^{obs})$.
+
+    **Arguments:**
+    - `points`: ``(n, d)`` coordinates, in the domain's coordinate order.
+    - `values`: ``(n, len(fields))`` observed values.
+    - `fields`: which outputs are observed.
+    - `weights`: optional ``(n,)`` per-point weights $w_j \\ge 0$ (e.g. $1/\\sigma_j^2$ of a
+      Gaussian noise model, normalised to mean 1); None: all 1.
+    The data are used in full every step (sharded over devices); ``n`` must be
+    divisible by the number of devices. `pinnkit.physics.observations.load_observations` builds
+    one from a CSV, NPZ or NetCDF file.
+    """
+
+    points: np.ndarray = eqx.field(converter=np.asarray)
+    values: np.ndarray = eqx.field(converter=np.asarray)
+    fields: tuple[str, ...] = eqx.field(static=True, default=("u",))
+    where: str = eqx.field(static=True, default="data")
+    weights: np.ndarray | None = None
+
+    def __check_init__(self):
+        n = self.points.shape[0] if self.points.ndim == 2 else -1
+        if self.points.ndim != 2:
+            raise ValueError(f"Observation points must be (n, d): actual shape={self.points.shape}")
+        if self.values.shape != (n, len(self.fields)):
+            raise ValueError(
+                f"Observation values must be (n, len(fields)) = {(n, len(self.fields))}: "
+                f"actual={self.values.shape}"
+            )
+        if not (np.all(np.isfinite(self.points)) and np.all(np.isfinite(self.values))):
+            raise ValueError("Observation points/values contain NaN or inf")
+        if self.weights is not None:
+            w = np.asarray(self.weights)
+            if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise ValueError(f"Observation weights must be (n,) = ({n},), finite and >= 0: "
+                                 f"actual shape={w.shape}")
+
+    @property
+    def data_dim(self) -> int:
+        return len(self.fields) + (self.weights is not None)
+
+    def rows(self) -> np.ndarray:
+        """The term's batch: ``[points | values (| sqrt(weights))]``, ``(n, d + data_dim)``."""
+        cols = [self.points, self.values]
+        if self.weights is not None:
+            cols.append(np.sqrt(np.asarray(self.weights, np.float64))[:, None])
+        return np.concatenate(cols, axis=1)
+
+    def residual(self, f, coeffs, data):
+        k = len(self.fields)
+        r = jnp.stack([f[n] for n in self.fields]) - data[:k]
+        return r * data[k] if self.weights is not None else r
+
+
+def field_names(terms: Sequence[AbstractTerm]) -> set[str]:
+    return {n for t in terms for n in getattr(t, "fields", ())}

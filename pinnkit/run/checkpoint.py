@@ -1,0 +1,172 @@
+"""Checkpoints: one file per save, a JSON header line followed by Equinox leaves.
+
+``checkpoints/step_00001000.eqx``::
+
+    {"format": 1, "step": 1000, "phase": 0, "payload_sha256": "...", ...}\\n
+    <eqx.tree_serialise_leaves bytes of (params, opt_state)>
+
+The header is also the run's manifest: step, optimiser phase, device and process
+counts, hashes of the config, package versions, time (see `manifest`).
+
+Writes are atomic (temporary file in the same folder, fsync, rename), so a crash or a
+full disk never leaves a half-written checkpoint under a real name; the payload hash
+detects a file truncated by other means, and loading skips it with a warning.
+
+Parameters and optimiser state are replicated on every device, so a checkpoint is a
+plain host copy: written once (by process 0) and restorable onto any number of devices
+or processes, which only changes where the arrays are placed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import time
+import warnings
+from importlib import metadata
+from pathlib import Path
+
+import equinox as eqx
+
+from ..errors import RunDirError
+from ..parallel.distributed import to_host
+
+FORMAT = 1
+_NAME = re.compile(r"^step_(\d{8})\.eqx$")
+
+
+_PACKAGES = ("pinnkit", "jax", "jaxlib", "equinox", "optax", "diffrax", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    """Python and package versions, recorded in run directories and checkpoints."""
+    out = {"python": platform.python_version()}
+    for p in _PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def config_hash(data: dict) -> str:
+    """sha256 of a config dict (key order independent)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def manifest(config: dict, *, phase: int, n_devices: int, n_processes: int, seed: int) -> dict:
+    """Header fields describing where a checkpoint comes from.
+
+    ``model_sha256`` hashes the sections that fix the parameters' structure and meaning
+    (problem, network, numerics); a resume checks it. ``config_sha256`` hashes all.
+    """
+    model = {k: config[k] for k in ("problem", "network", "numerics") if k in config}
+    return {
+        "phase": phase,
+        "n_devices": n_devices,
+        "n_processes": n_processes,
+        "seed": seed,
+        "config_sha256": config_hash(config),
+        "model_sha256": config_hash(model),
+        "versions": package_versions(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def checkpoint_path(folder: Path, step: int) -> Path:
+    return Path(folder) / f"step_{step:08d}.eqx"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` atomically; on failure the old file is untouched."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise RunDirError(
+            f"cannot write {path}: {e.strerror or e}. Free disk space or choose another "
+            "--out folder; earlier checkpoints and files are intact."
+        ) from None
+
+
+def save(folder: Path, step: int, tree, header: dict, keep: int | None = None) -> Path:
+    """Saves ``tree`` (arrays; replicated, so read from a local device without any
+    communication) as step ``step``. Call it on one process only."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RunDirError(f"cannot create {folder}: {e.strerror or e}") from None
+    buf = io.BytesIO()
+    eqx.tree_serialise_leaves(buf, to_host(tree))
+    payload = buf.getvalue()
+    head = {"format": FORMAT, "step": int(step), **header}
+    head["payload_sha256"] = hashlib.sha256(payload).hexdigest()
+    path = checkpoint_path(folder, step)
+    atomic_write_bytes(path, json.dumps(head).encode() + b"\n" + payload)
+    if keep is not None:
+        for old in list_checkpoints(folder)[:-keep]:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def list_checkpoints(folder: Path) -> list[Path]:
+    """Checkpoint files in ``folder``, oldest first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def read_header(path: Path) -> tuple[dict, bytes]:
+    """Header and payload of a checkpoint; raises ``ValueError`` if it is damaged."""
+    raw = Path(path).read_bytes()
+    line, sep, payload = raw.partition(b"\n")
+    if not sep:
+        raise ValueError("no header line")
+    head = json.loads(line)
+    if head.get("format") != FORMAT:
+        raise ValueError(f"unknown checkpoint format {head.get('format')!r}")
+    if hashlib.sha256(payload).hexdigest() != head.get("payload_sha256"):
+        raise ValueError("payload hash mismatch (truncated or corrupted file)")
+    return head, payload
+
+
+def load(path: Path, template) -> tuple[dict, object]:
+    """Loads the tree saved in ``path`` into the structure of ``template``. A checkpoint
+    whose leaves do not fit ``template`` (another network or optimiser layout than the
+    run's config builds) raises `RunDirError` naming the file."""
+    head, payload = read_header(path)
+    try:
+        return head, eqx.tree_deserialise_leaves(io.BytesIO(payload), template)
+    except Exception as e:  # eqx raises TreePathError / ValueError / struct errors here
+        raise RunDirError(
+            f"{path}: the checkpoint does not fit the layout that the run's config builds "
+            f"({type(e).__name__}: {e}). It was written by another config (network size, "
+            "optimiser phases or their options) or another pinnkit version; load it with "
+            "the config.yaml and pinnkit version that wrote it, or train anew with --overwrite."
+        ) from None
+
+
+def latest_valid(folder: Path) -> tuple[Path, dict] | None:
+    """The newest undamaged checkpoint and its header; damaged ones are skipped with a
+    warning."""
+    for path in reversed(list_checkpoints(folder)):
+        try:
+            head, _ = read_header(path)
+        except (OSError, ValueError) as e:
+            warnings.warn(f"skipping damaged checkpoint {path}: {e}", stacklevel=2)
+            continue
+        return path, head
+    return None

@@ -1,0 +1,66 @@
+"""Errors against the reference solution on an evaluation grid.
+
+For each field $u$: relative $L^2$ error $\\|u - u^*\\|_2 / \\|u^*\\|_2$ over the grid points
+(the absolute RMS error when $u^* \\equiv 0$) and $L^\\infty$ error $\\max |u - u^*|$. Fields
+listed in ``problem.mean_free`` (pressure) have their grid means removed first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..physics.problem import Problem
+
+
+def predict(fn: Callable, points: np.ndarray, batch: int = 16384, dtype=jnp.float32) -> np.ndarray:
+    """``vmap(fn)`` over ``points`` in batches of ``batch`` rows; returns numpy ``(n, m)``."""
+    f = eqx.filter_jit(jax.vmap(fn))
+    n = points.shape[0]
+    pad = (-n) % batch if n > batch else 0
+    pts = np.concatenate([points, np.repeat(points[-1:], pad, axis=0)]) if pad else points
+    outs = [
+        np.asarray(f(jnp.asarray(pts[i : i + batch], dtype)))
+        for i in range(0, pts.shape[0], min(batch, pts.shape[0]))
+    ]
+    return np.concatenate(outs)[:n]
+
+
+def field_errors(problem: Problem, pred: np.ndarray, ref: np.ndarray) -> dict[str, dict[str, float]]:
+    """``{"rel_l2": {field: e}, "linf": {field: e}}`` from ``(n, m)`` predictions/references."""
+    rel, linf = {}, {}
+    for i, name in enumerate(problem.out_names):
+        p = pred[:, i].astype(np.float64)
+        r = ref[:, i].astype(np.float64)
+        if name in problem.mean_free:
+            p, r = p - p.mean(), r - r.mean()
+        diff = p - r
+        nr = np.linalg.norm(r)
+        rel[name] = float(np.linalg.norm(diff) / nr) if nr > 0 else float(np.sqrt(np.mean(diff**2)))
+        linf[name] = float(np.max(np.abs(diff)))
+    return {"rel_l2": rel, "linf": linf}
+
+
+def evaluate(network, problem: Problem, resolution: int = 101, batch: int = 16384, dtype=jnp.float32):
+    """Errors of ``network`` against ``problem.reference`` on the bounding-box grid (its
+    points in the domain, for a shape that does not fill its box).
+
+    **Returns:** ``(errors, grid)`` where ``grid`` holds ``points``, ``shape``,
+    ``pred`` and ``ref`` arrays for plotting; ``errors`` is empty if there is no
+    reference.
+    """
+    pts, shape = problem.domain.grid(resolution)
+    pred = predict(network, pts, batch, dtype)
+    grid = {"points": pts, "shape": shape, "pred": pred, "ref": None}
+    if problem.reference is None:
+        return {}, grid
+    ref = predict(problem.reference, pts, batch, dtype)
+    grid["ref"] = ref
+    inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
+    if inside is not None:
+        return field_errors(problem, pred[inside], ref[inside]), grid
+    return field_errors(problem, pred, ref), grid

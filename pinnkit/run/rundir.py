@@ -1,0 +1,305 @@
+"""The run directory, the interface between training and analysis (DESIGN.md §5)::
+
+    DIR/config.yaml        resolved config (every key) + package versions
+    DIR/metrics.jsonl      one JSON record per logged step (loss, per-term losses) or eval
+    DIR/summary.json       errors per field vs the reference, steps, wall time, outcome
+    DIR/checkpoints/       step_XXXXXXXX.eqx, atomic, newest `keep` kept
+    DIR/plots/*.png        solution / reference / error per field, loss curves
+
+`train_to_dir` writes it; `load_run` (notebooks), `evaluate_dir` and `plot_dir` read it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import yaml
+
+from ..errors import RunDirError
+from ..parallel.distributed import barrier
+from ..parallel.mesh import evaluate_sharded, is_main_process, make_mesh
+from ..physics.coeffs import values as coeff_values
+from ..physics.problem import Problem
+from ..plot.fields import write_plots
+from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
+from ..train.windows import fit_windows, load_windows
+from . import checkpoint as ckpt
+from .build import build_run
+from .config import RunConfig, dump_config, from_dict
+from .metrics import predict
+
+versions = ckpt.package_versions
+
+
+def _write_text(path: Path, text: str) -> None:
+    ckpt.atomic_write_bytes(path, text.encode())
+
+
+def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
+    """The resolved config stored in ``run_dir/config.yaml`` (with optional overrides)."""
+    from .config import apply_overrides
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise RunDirError(
+            f"{run_dir} is not a pinnkit run directory: {path.name} is missing. "
+            "Train first with `pinnkit train CONFIG --out DIR`."
+        )
+    data = yaml.safe_load(path.read_text()) or {}
+    data.pop("versions", None)
+    source_dir = data.pop("source_dir", None)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return from_dict(data, where=str(path), source_dir=source_dir)
+
+
+def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
+    """Creates ``out`` (or checks it for ``--resume``) and writes ``config.yaml``.
+
+    Every process runs the checks (so that all raise the same error); process 0 alone
+    writes, after a barrier, so that no process sees a half-prepared folder.
+    """
+    out = Path(out)
+    existing = out.exists() and any(out.iterdir())
+    if resume:
+        if not (out / "config.yaml").is_file():
+            raise RunDirError(f"--resume: {out} holds no run (no config.yaml); drop --resume")
+        old = read_config(out).to_dict()
+        new = cfg.to_dict()
+        changed = [
+            f"{s}.{k}" for s in new for k in new[s]
+            # mesh: a run may resume on another number of devices; eval: only reporting.
+            if s not in ("train", "checkpoint", "optim", "mesh", "eval") and old[s].get(k) != new[s][k]
+        ]
+        if changed:
+            raise RunDirError(
+                f"--resume: the config differs from {out / 'config.yaml'} at {changed}; a "
+                "resumed run must keep its problem, network, sampler and numerics. Start a "
+                "new --out folder instead."
+            )
+    elif existing:
+        if not overwrite:
+            raise RunDirError(
+                f"{out} already holds files; pass --resume to continue that run, --overwrite "
+                "to replace it, or choose another --out folder"
+            )
+        if not ((out / "config.yaml").is_file() or (out / "checkpoints").is_dir()):
+            raise RunDirError(f"--overwrite: {out} is not a pinnkit run folder; refusing to delete it")
+    barrier("pinnkit-prepare-dir")
+    if not is_main_process():
+        return
+    if existing and not resume:
+        shutil.rmtree(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RunDirError(f"cannot create {out}: {e.strerror or e}") from None
+    meta = {"versions": versions(), "source_dir": cfg.source_dir}
+    _write_text(out / "config.yaml", dump_config(cfg, meta))
+
+
+def summarize(run, res: FitResult, errors: dict) -> dict:
+    last = next((h for h in reversed(res.history) if "loss" in h), None)
+    acceptance = run.sampler.acceptance(run.problem)  # rejection-sampled terms only
+    return {
+        "problem": run.config.problem.name,
+        "outcome": res.result.name,
+        "message": res.result.value,
+        "steps": res.step,
+        # all windows together, like "steps" (train.steps is per window)
+        "total_steps": run.total_steps * run.config.train.time_windows,
+        "wall_s": round(res.wall_s, 3),
+        "steps_per_s": None if np.isnan(res.steps_per_s) else round(res.steps_per_s, 3),
+        "n_devices": run.mesh.size if run.mesh is not None else 1,
+        "seed": run.config.train.seed,
+        "final_loss": last["loss"] if last else None,
+        "final_terms": last["terms"] if last else None,
+        "rel_l2": errors.get("rel_l2", {}),
+        "linf": errors.get("linf", {}),
+        "coeffs": {k: float(v) for k, v in res.coeffs.items()},
+        **({"sampling_acceptance": acceptance} if acceptance else {}),
+    }
+
+
+def problem_metrics(problem: Problem, network, batch: int, dtype) -> dict:
+    """``{"metrics": problem.metrics(predict)}`` if the problem defines extra metrics,
+    else ``{}`` (see `Problem`)."""
+    if problem.metrics is None:
+        return {}
+    return {"metrics": problem.metrics(lambda pts: predict(network, np.asarray(pts), batch, dtype))}
+
+
+def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool, bool]:
+    """``(resume, overwrite)`` for `prepare_dir`. ``resume="auto"`` resumes when ``out``
+    holds a valid checkpoint and otherwise starts afresh, replacing a run folder that has
+    none (a job preempted before its first checkpoint). Same answer on every process."""
+    if resume != "auto":
+        return bool(resume), overwrite
+    first_window = Path(out) / "windows" / "w0" / "checkpoints"
+    if find_checkpoint(Path(out) / "checkpoints") is not None or find_checkpoint(first_window):
+        return True, overwrite
+    return False, overwrite or (Path(out) / "config.yaml").is_file()
+
+
+def train_to_dir(
+    cfg: RunConfig,
+    out: str | Path,
+    *,
+    resume: bool | str = False,
+    overwrite: bool = False,
+    mesh=None,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: bool = True,
+    plots: bool = True,
+    **fit_options,
+) -> dict:
+    """Trains ``cfg`` into run directory ``out`` and returns the summary dict.
+
+    ``resume``: ``False``, ``True`` (must resume) or ``"auto"`` (resume if possible).
+    ``fit_options`` (``accumulate``, ``remat``, ``donate``, ``stall_timeout``) go to
+    `fit`. Every process of a multi-process job calls this; process 0 writes the files.
+    Errors are computed with the grid sharded over all devices (`evaluate_sharded`).
+    """
+    out = Path(out)
+    resume, overwrite = resolve_resume(out, resume, overwrite)
+    prepare_dir(out, cfg, resume=resume, overwrite=overwrite)
+    run = build_run(cfg, mesh=mesh)
+    ev = cfg.eval
+
+    def eval_fn(network, coeffs):
+        errors = evaluate_sharded(network, run.problem, run.mesh, ev.resolution, ev.batch, run.dtype,
+                                  grid=False)[0]
+        # Learnt scalar coefficients' trajectory: physical values at each eval step.
+        learnt = {k: v for k, v in coeff_values(coeffs).items() if k in run.problem.trainable}
+        scalars = {k: float(v) for k, v in learnt.items() if getattr(v, "ndim", 1) == 0}
+        errors = {**errors, **problem_metrics(run.problem, network, ev.batch, run.dtype)}
+        return {**errors, "coeffs": scalars} if scalars else errors
+
+    if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.train.windows)
+        def window_eval(rw):
+            return lambda network, coeffs: evaluate_sharded(
+                network, rw.problem, rw.mesh, ev.resolution, ev.batch, rw.dtype, grid=False)[0]
+
+        res = fit_windows(run, out_dir=out, resume=resume, evaluate_window=window_eval,
+                          should_stop=should_stop, progress=progress, throw=False, **fit_options)
+    else:
+        res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
+                  progress=progress, throw=False, **fit_options)
+    want_plots = plots and res.result is not RESULTS.interrupted
+    errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
+                                    run.dtype, grid=want_plots)
+    summary = summarize(run, res, errors)
+    summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype))
+    summary["n_processes"] = jax.process_count()
+    if is_main_process():
+        _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        if want_plots:
+            write_plots(out, run.problem, grid, _read_history(out))
+    return summary
+
+
+def _read_history(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class RunData:
+    """A trained run loaded back for analysis (`load_run`)."""
+
+    path: Path
+    config: RunConfig
+    problem: Problem
+    network: eqx.Module
+    coeffs: dict
+    step: int
+    history: list[dict] = field(default_factory=list)
+    summary: dict | None = None
+
+    def predict(self, points) -> np.ndarray:
+        """Network outputs at ``points`` ``(n, d)`` → ``(n, m)`` (numpy)."""
+        dtype = jnp.float64 if self.config.numerics.x64 else jnp.float32
+        return predict(self.network, np.asarray(points), self.config.eval.batch, dtype)
+
+    def grid(self, resolution: int | None = None) -> dict[str, np.ndarray]:
+        """Fields on a tensor grid: coordinate axes by name, each field and (if known)
+        ``<field>_ref`` as arrays of the grid's shape (``indexing="ij"``)."""
+        res = resolution or self.config.eval.resolution
+        pts, shape = self.problem.domain.grid(res)
+        out = {c: pts[:, i].reshape(shape) for i, c in enumerate(self.problem.domain.coords)}
+        pred = self.predict(pts)
+        for i, n in enumerate(self.problem.out_names):
+            out[n] = pred[:, i].reshape(shape)
+        if self.problem.reference is not None:
+            dtype = jnp.float64 if self.config.numerics.x64 else jnp.float32
+            ref = predict(self.problem.reference, pts, self.config.eval.batch, dtype)
+            for i, n in enumerate(self.problem.out_names):
+                out[f"{n}_ref"] = ref[:, i].reshape(shape)
+        return out
+
+    def loss_history(self) -> dict[str, np.ndarray]:
+        """``{"step": ..., "loss": ..., <term>: ...}`` arrays from ``metrics.jsonl``."""
+        recs = [h for h in self.history if "loss" in h]
+        out = {"step": np.array([h["step"] for h in recs]), "loss": np.array([h["loss"] for h in recs])}
+        for k in recs[0]["terms"] if recs else []:
+            out[k] = np.array([h["terms"][k] for h in recs])
+        return out
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Loads a run directory: config, problem, trained network and coefficients (from the
+    newest valid checkpoint), history and summary. Needs no mesh."""
+    run_dir = Path(run_dir)
+    cfg = read_config(run_dir)
+    run = build_run(cfg, with_mesh=False)
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    if cfg.train.time_windows > 1:  # the piecewise model of the windows (pinnkit.train.windows)
+        network, coeffs, step = load_windows(run, run_dir)
+        return RunData(run_dir, cfg, run.problem, network, coeffs, step, _read_history(run_dir),
+                       summary)
+    found = ckpt.latest_valid(run_dir / "checkpoints")
+    if found is None:
+        raise RunDirError(f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
+    path, head = found
+    params, static = split_model(run)
+    phase = run.phases[min(head["phase"], len(run.phases) - 1)]
+    _, (params, _, _) = ckpt.load(path, (params, phase.optimizer.init(params), init_extra(run)))
+    network, coeffs = eqx.combine(params, static)
+    return RunData(run_dir, cfg, run.problem, network, coeffs, int(head["step"]),
+                   _read_history(run_dir), summary)
+
+
+def evaluate_dir(run_dir: str | Path) -> dict:
+    """Recomputes the errors of a run directory's newest checkpoint (grid sharded over
+    all visible devices)."""
+    data = load_run(run_dir)
+    dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
+    errors, _ = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
+                                 data.config.eval.batch, dtype, grid=False)
+    extra = problem_metrics(data.problem, data.network, data.config.eval.batch, dtype)
+    return {"step": data.step, **errors, **extra}
+
+
+def plot_dir(run_dir: str | Path) -> list[Path]:
+    """(Re)draws ``run_dir/plots/*.png`` from the newest checkpoint."""
+    data = load_run(run_dir)
+    dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
+    _, grid = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
+                               data.config.eval.batch, dtype)
+    if not is_main_process():
+        return []
+    return write_plots(run_dir, data.problem, grid, data.history)
+
+
+__all__ = ["RunData", "load_run", "train_to_dir", "evaluate_dir", "plot_dir", "versions"]

@@ -1,0 +1,155 @@
+"""Collocation points: how many per term, how they are drawn, fixed or fresh each step.
+
+Every term gets a *global* batch size (the same whatever the number of devices); each
+device holds ``size // n_devices`` of them. Points are produced from unit-cube samples
+mapped onto the term's domain piece (`AbstractDomain.from_unit`):
+
+- ``resample: false`` (default, deepxde's fixed training set): one global set is drawn
+  once on the host (uniform with the run's key, or scrambled Sobol), mapped, and passed
+  into the training step sharded over devices. Identical for any device count.
+- ``resample: true``: fresh points every step, drawn on each device (no host traffic).
+  ``uniform``: i.i.d. with a per-device key. ``sobol``: a scrambled Sobol set, sharded
+  once, randomly shifted each step (Cranley–Patterson rotation), so the union over
+  devices is always a shifted low-discrepancy set.
+
+Observation terms (``where == "data"``) always use their full data set, sharded.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..physics.problem import Problem
+
+METHODS = ("uniform", "sobol")
+
+
+def sobol_unit(n: int, dim: int, seed: int) -> np.ndarray:
+    """``n`` scrambled Sobol points in $[0,1)^{dim}$ (float64, numpy)."""
+    from scipy.stats import qmc
+
+    # scipy warns when n is not a power of 2 (balance properties are lost); taking the
+    # first n of the next power of two is the documented, harmless use here.
+    m = max(0, int(np.ceil(np.log2(max(n, 1)))))
+    pts = qmc.Sobol(d=dim, scramble=True, seed=seed).random_base2(m)
+    return pts[:n]
+
+
+class Sampler(eqx.Module):
+    """Per-term batch sizes and the point-drawing policy (see module docstring).
+
+    **Arguments:**
+    - `batch`: global number of points per term name (data terms: ignored, all data used).
+    - `method`: ``"uniform"`` or ``"sobol"``.
+    - `resample`: draw fresh points every step (True) or use one fixed set (False).
+    """
+
+    batch: dict[str, int] = eqx.field(static=True)
+    method: Literal["uniform", "sobol"] = eqx.field(static=True, default="uniform")
+    resample: bool = eqx.field(static=True, default=False)
+
+    def check(self, problem: Problem, n_devices: int) -> None:
+        """Raises ``ValueError`` (with both name sets) if batch and terms do not match."""
+        sampled = {k for k, t in problem.terms.items() if t.where != "data"}
+        missing = sampled - set(self.batch)
+        extra = set(self.batch) - set(problem.terms)
+        if missing or extra:
+            raise ValueError(
+                f"sampler.batch must name every sampled term of the problem: "
+                f"missing={sorted(missing)}, unknown={sorted(extra)}, "
+                f"terms={sorted(sampled)}"
+            )
+        for k in sampled:
+            n = self.batch[k]
+            if n < n_devices or n % n_devices:
+                raise ValueError(
+                    f"sampler.batch.{k}={n} must be a positive multiple of the number of "
+                    f"devices ({n_devices}); use e.g. {max(n_devices, n - n % n_devices)}"
+                )
+        for k, t in problem.terms.items():
+            if t.where == "data":
+                n = t.rows().shape[0]
+                if n % n_devices:
+                    raise ValueError(
+                        f"term {k!r} has {n} observations, not divisible by the {n_devices} "
+                        f"devices; drop {n % n_devices} rows or change the device count"
+                    )
+
+    def host_arrays(self, key, problem: Problem, dtype, n_devices: int = 1) -> dict[str, np.ndarray]:
+        """Global arrays passed into the step sharded over devices (``P("data")``).
+
+        Fixed mode: the points themselves. Resample+sobol: the unit-cube base set. Data
+        terms: their rows. Resample+uniform: nothing (drawn on device). Pieces sampled by
+        rejection (`pinnkit.geometry` shapes) draw fixed sets by host-side rejection and
+        Sobol base sets of ``unit_rows`` candidates per device (``n_devices``).
+        """
+        out = {}
+        d = problem.domain.dim
+        keys = jax.random.split(key, max(1, len(problem.terms)))
+        for i, (name, term) in enumerate(sorted(problem.terms.items())):
+            if term.where == "data":
+                out[name] = np.asarray(term.rows(), dtype)
+                continue
+            n = self.batch[name]
+            if problem.domain.acceptance(term.where) < 1.0:
+                arr = self._rejection_arrays(keys[i], problem.domain, term.where, n, n_devices, dtype)
+                if arr is not None:
+                    out[name] = arr
+                continue
+            if self.method == "sobol":
+                seed = int(jax.random.randint(keys[i], (), 0, 2**31 - 1))
+                unit = jnp.asarray(sobol_unit(n, d, seed), dtype)
+            elif not self.resample:
+                unit = jax.random.uniform(keys[i], (n, d), dtype)
+            else:
+                continue
+            pts = unit if self.resample else problem.domain.from_unit(unit, term.where)
+            out[name] = np.asarray(pts, dtype)
+        return out
+
+    def _rejection_arrays(self, key, domain, piece: str, n: int, n_devices: int, dtype):
+        from ..geometry.sampling import host_points
+
+        if self.method == "sobol":
+            seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+            if self.resample:  # one base set of candidates per device, shifted each step
+                m = domain.unit_rows(n // n_devices, piece) * n_devices
+                return np.asarray(sobol_unit(m, domain.dim, seed), dtype)
+            draw = lambda r, m: sobol_unit(m, domain.dim, seed + r)  # noqa: E731
+        elif self.resample:
+            return None
+        else:
+            draw = lambda r, m: jax.random.uniform(jax.random.fold_in(key, r), (m, domain.dim), dtype)  # noqa: E731
+        return host_points(domain, piece, n, draw, dtype)[0]
+
+    def acceptance(self, problem: Problem) -> dict[str, float]:
+        """Expected fraction of candidates kept, per sampled term whose piece is sampled
+        by rejection (empty for boxes): reported in ``summary.json`` and the dry run."""
+        out = {}
+        for name, term in sorted(problem.terms.items()):
+            if term.where != "data" and (p := problem.domain.acceptance(term.where)) < 1.0:
+                out[name] = round(p, 4)
+        return out
+
+    def local_batch(self, key, problem: Problem, arrays: dict, n_devices: int, dtype) -> dict:
+        """The device-local batch, inside `shard_map`. ``key`` is the step key (replicated)."""
+        batch = {}
+        dev_key = jax.random.fold_in(key, jax.lax.axis_index("data"))
+        for i, (name, term) in enumerate(sorted(problem.terms.items())):
+            if term.where == "data" or not self.resample:
+                batch[name] = arrays[name]
+            elif self.method == "sobol":
+                shift = jax.random.uniform(jax.random.fold_in(key, i), (problem.domain.dim,), dtype)
+                unit = jnp.mod(arrays[name] + shift[None, :], 1.0)
+                batch[name] = problem.domain.points(unit, term.where, self.batch[name] // n_devices)
+            else:
+                n_local = self.batch[name] // n_devices
+                m = problem.domain.unit_rows(n_local, term.where)
+                unit = jax.random.uniform(jax.random.fold_in(dev_key, i), (m, problem.domain.dim), dtype)
+                batch[name] = problem.domain.points(unit, term.where, n_local)
+        return batch
