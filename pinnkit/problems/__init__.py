@@ -14,10 +14,12 @@ from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_
 from .navier_stokes import beltrami_flow, channel_flow, kovasznay, taylor_green
 from .periodic_flow import periodic_flow
 from .poisson import poisson, poisson2d
+from .poisson_domain import poisson_domain
 
 PROBLEMS = {
     "poisson2d": poisson2d,
     "poisson": poisson,
+    "poisson_domain": poisson_domain,
     "expression": expression,
     "kovasznay": kovasznay,
     "lid_driven_cavity": lid_driven_cavity,

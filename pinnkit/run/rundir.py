@@ -109,6 +109,7 @@ def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> 
 
 def summarize(run, res: FitResult, errors: dict) -> dict:
     last = next((h for h in reversed(res.history) if "loss" in h), None)
+    acceptance = run.sampler.acceptance(run.problem)  # rejection-sampled terms only
     return {
         "problem": run.config.problem.name,
         "outcome": res.result.name,
@@ -125,6 +126,7 @@ def summarize(run, res: FitResult, errors: dict) -> dict:
         "rel_l2": errors.get("rel_l2", {}),
         "linf": errors.get("linf", {}),
         "coeffs": {k: float(v) for k, v in res.coeffs.items()},
+        **({"sampling_acceptance": acceptance} if acceptance else {}),
     }
 
 

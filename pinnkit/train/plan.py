@@ -87,6 +87,7 @@ def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = F
                  "processes": jax.process_count(),
                  "devices_per_process": len([d for d in devs if d.process_index == jax.process_index()])},
         "per_device_batch": per_dev,
+        **({"sampling_acceptance": acc} if (acc := run.sampler.acceptance(run.problem)) else {}),
         "micro_batch": {k: v // accumulate for k, v in per_dev.items()},
         "accumulate": accumulate,
         "remat": remat,

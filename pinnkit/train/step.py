@@ -66,7 +66,7 @@ def point_arrays(run: Run) -> dict:
     ``P("data")`` over ``run.mesh``. Every process builds the same host arrays from the
     seed; each places only the rows of its own devices."""
     key = jax.random.key(run.seed)
-    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype)
+    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype, run.mesh.size)
     return shard_rows(host, run.mesh)
 
 
