@@ -21,7 +21,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import yaml
 
 from ..errors import RunDirError
 from ..parallel.distributed import barrier
@@ -32,6 +31,7 @@ from ..plot.fields import write_plots
 from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
 from ..train.windows import fit_windows, load_windows
 from . import checkpoint as ckpt
+from . import yamlsafe
 from .build import build_run
 from .config import RunConfig, dump_config, from_dict
 from .metrics import predict
@@ -53,7 +53,7 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
             f"{run_dir} is not a pinnkit run directory: {path.name} is missing. "
             "Train first with `pinnkit train CONFIG --out DIR`."
         )
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yamlsafe.loads(yamlsafe.read_text(path, "run config"), str(path)) or {}
     data.pop("versions", None)
     source_dir = data.pop("source_dir", None)
     if overrides:
