@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh
 
-from .._loader import load_callable
+from .._loader import load_callable, provider_factories
 from ..diffops import METHODS, AbstractDiffMethod
 from ..errors import ConfigError
 from ..nn.layers import Network, Parity
@@ -71,17 +71,28 @@ class Run:
 
 
 def _factory(cfg: RunConfig):
+    """The problem factory named by ``problem.name``: a built-in, an installed provider's
+    entry point, ``file.py:function`` or a provider module's ``module:function``
+    (`pinnkit._loader`)."""
     from ..problems import PROBLEMS
 
     name = cfg.problem.name
     if name in PROBLEMS:
         return PROBLEMS[name]
+    provided = provider_factories()
+    if name in provided:
+        try:
+            return provided[name].load()
+        except Exception as e:
+            raise ConfigError(f"problem.name {name!r}: loading the provider's entry point "
+                              f"{provided[name].value!r} failed with {type(e).__name__}: {e}") from e
     if ":" in name:
         base = Path(cfg.source_dir) if cfg.source_dir else None
         return load_callable(name, base_dir=base, what="problem.name")
+    extra = f"; from installed providers: {', '.join(sorted(provided))}" if provided else ""
     raise ConfigError(
         f"problem.name: unknown problem {name!r}. Built-in problems: {', '.join(sorted(PROBLEMS))} "
-        "(see `pinnkit problems`), or name your own factory as 'path/to/file.py:make_problem'."
+        f"(see `pinnkit problems`){extra}, or name your own factory as 'path/to/file.py:make_problem'."
     )
 
 

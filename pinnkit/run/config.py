@@ -506,12 +506,14 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
                    "expected an integer >= 1 (e.g. the last Adam step + 1) or null for no limit",
                    a.until_step)
     # The step counter is an int32 on the device; the key from jax.random.key keeps 32 bits.
-    _check(1 <= t.steps < 2**31, where, "train.steps", "expected an integer from 1 to 2147483647 (2**31 - 1)", t.steps)
+    _check(1 <= t.steps < 2**31, where, "train.steps",
+           "expected an integer from 1 to 2147483647 (2**31 - 1)", t.steps)
     _check(t.chunk >= 1, where, "train.chunk", "expected an integer >= 1", t.chunk)
     _check(t.log_every >= 1, where, "train.log_every", "expected an integer >= 1", t.log_every)
     _check(t.eval_every >= 0, where, "train.eval_every", "expected an integer >= 0", t.eval_every)
     _check(0 <= t.seed < 2**32, where, "train.seed",
-           "expected an integer from 0 to 4294967295 (2**32 - 1; larger seeds would wrap around to the same key)",
+           "expected an integer from 0 to 4294967295 (2**32 - 1; larger seeds would wrap around "
+           "to the same key)",
            t.seed)
     _check(t.accumulate >= 1, where, "train.accumulate", "expected an integer >= 1", t.accumulate)
     _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)
