@@ -75,20 +75,21 @@ def _factory(cfg: RunConfig):
     entry point, ``file.py:function`` or a provider module's ``module:function``
     (`pinnkit._loader`)."""
     from ..problems import PROBLEMS
+    from .memplan import memoized
 
     name = cfg.problem.name
     if name in PROBLEMS:
-        return PROBLEMS[name]
+        return memoized(PROBLEMS[name], name)
     provided = provider_factories()
     if name in provided:
         try:
-            return provided[name].load()
+            return memoized(provided[name].load(), name)
         except Exception as e:
             raise ConfigError(f"problem.name {name!r}: loading the provider's entry point "
                               f"{provided[name].value!r} failed with {type(e).__name__}: {e}") from e
     if ":" in name:
         base = Path(cfg.source_dir) if cfg.source_dir else None
-        return load_callable(name, base_dir=base, what="problem.name")
+        return memoized(load_callable(name, base_dir=base, what="problem.name"), f"{base}/{name}")
     extra = f"; from installed providers: {', '.join(sorted(provided))}" if provided else ""
     raise ConfigError(
         f"problem.name: unknown problem {name!r}. Built-in problems: {', '.join(sorted(PROBLEMS))} "

@@ -45,6 +45,7 @@ from ..errors import ConfigError, PinnkitError, RunDirError
 from ..parallel.distributed import Watchdog, agree_any, broadcast_from_main, to_host
 from ..parallel.mesh import is_main_process, replicate, shard_rows
 from ..run import checkpoint as ckpt
+from ..run import jsonsafe
 from ..run.build import Phase, Run
 from .weighting import grad_norms, per_term_grads
 
@@ -435,7 +436,7 @@ def _append_lines(path: Path | None, records: list[dict]) -> None:
     try:
         with open(path, "a") as f:
             for r in records:
-                f.write(json.dumps(r) + "\n")
+                f.write(jsonsafe.dumps(r) + "\n")  # strict JSON: NaN as null, flagged
     except OSError as e:
         raise RunDirError(f"cannot append to {path}: {e.strerror or e}") from None
 

@@ -34,6 +34,7 @@ from .._types import Point
 from ..errors import ConfigError
 from ..physics.problem import Problem
 from ..physics.terms import Initial
+from ..run import jsonsafe
 from ..run.build import Run
 
 
@@ -256,7 +257,6 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
     the steps timed in any window (`window_timing`; NaN if no chunk ran after its
     compilation, e.g. every window one chunk).
     """
-    import json
 
     from ..parallel.mesh import is_main_process
     from .loop import RESULTS, FitResult, fit
@@ -281,7 +281,7 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
             break
     steps = (len(nets) - 1) * per + res.step
     if out_dir is not None and is_main_process():
-        text = "".join(json.dumps(h) + "\n" for h in history)
+        text = "".join(jsonsafe.dumps(h) + "\n" for h in history)
         (Path(out_dir) / "metrics.jsonl").write_text(text)
     model = Windowed(tuple(nets), edges[: len(nets) + 1], run.problem.domain.coords.index("t"))
     return FitResult(network=model, coeffs=res.coeffs, result=result, step=steps, history=history,
