@@ -146,7 +146,8 @@ def _optimizer_words(cfg: RunConfig, n_params: int, rows: int) -> tuple[float, s
                  "lbfgs": 2 * ph.memory * n_params,
                  "natural_gradient": float(n_params) ** 2 + rows * n_params}.get(ph.kind, 0.0)
         if words > worst:
-            worst, key = words, f"optim.phases.{i}.kind (here {ph.kind}) or network.width"
+            worst, key = words, (f"network.width (the optimiser state grows with the parameters) "
+                                 f"or optim.phases.{i}.kind (here {ph.kind})")
     return worst, key
 
 
