@@ -77,12 +77,15 @@ def memoized(factory, name: str):
 
 @dataclass(frozen=True)
 class Part:
-    """One lower-bound term of the plan: ``bytes`` and the config key that sets it."""
+    """One lower-bound term of the plan: ``bytes`` and the config key that sets it;
+    ``when``: ``"train"`` (the training step), ``"eval"`` (an evaluation chunk: not at
+    the same time as the step's temporaries), ``"always"`` (parameters) or ``"host"``
+    (host memory: the evaluation grid)."""
 
     what: str
     bytes: float
     key: str
-    host: bool = False  # host memory (the evaluation grid), not device memory
+    when: str = "train"
 
 
 def _cgroup_left() -> float:
@@ -169,7 +172,7 @@ def lower_bounds(cfg: RunConfig, problem, n_devices: int) -> list[Part]:
     batch = {k: v for k, v in cfg.sampler.batch.items() if k not in dropped}
     per_dev = {k: math.ceil(v / n_devices) for k, v in batch.items()}
     rows = sum(per_dev.values())
-    parts = [Part("parameters", n_params * size, "network.width / network.depth")]
+    parts = [Part("parameters", n_params * size, "network.width / network.depth", "always")]
     words, okey = _optimizer_words(cfg, n_params, rows)
     parts.append(Part("optimiser state", words * size, okey))
     pool = cfg.sampler.adaptive.pool if cfg.sampler.adaptive is not None else 1
@@ -180,13 +183,13 @@ def lower_bounds(cfg: RunConfig, problem, n_devices: int) -> list[Part]:
                           f"sampler.batch.{k} (or raise train.accumulate)"))
     ev = cfg.eval
     parts.append(Part("evaluation chunk", min(ev.batch, STREAM_ROWS) * (width + d) * size,
-                      "eval.batch"))
+                      "eval.batch", "eval"))
     # Host: the grid (float64, built through meshgrid: twice) and, streamed or not, at most
     # STREAM_ROWS rows of predictions and references.
     pts = grid_points(problem.domain, ev.resolution)
     m = len(problem.out_names)
     parts.append(Part("evaluation grid (host)", 2.0 * pts * d * 8 + min(pts, STREAM_ROWS) * 2 * m * 8,
-                      "eval.resolution", host=True))
+                      "eval.resolution", "host"))
     return parts
 
 
@@ -206,14 +209,18 @@ def check(cfg: RunConfig, problem, mesh, build, fit_options: dict):
     compiling the plan first when the run is large (see the module docstring)."""
     device = mesh.devices.ravel()[0]
     parts = lower_bounds(cfg, problem, mesh.size)
-    host = [p for p in parts if p.host]
-    dev = [p for p in parts if not p.host]
-    need_host = sum(p.bytes for p in host)
+
+    def total(*when):
+        return sum(p.bytes for p in parts if p.when in when)
+
+    # The step and an evaluation take turns on the device; parameters stay throughout.
+    dev = [p for p in parts if p.when != "host"]
+    need_dev, avail_dev = max(total("always", "train"), total("always", "eval")), device_available(device)
+    need_host = total("host")
     if device.platform == "cpu":  # the devices' memory is the host's too
-        need_host += sum(p.bytes for p in dev) * jax.local_device_count("cpu")
+        need_host += need_dev * jax.local_device_count("cpu")
     if need_host > host_available():
         _refuse(parts, need_host, host_available(), "of host memory", "at least ")
-    need_dev, avail_dev = sum(p.bytes for p in dev), device_available(device)
     if need_dev > avail_dev:
         _refuse(dev, need_dev, avail_dev, f"per {device.platform} device", "at least ")
     run = build()
