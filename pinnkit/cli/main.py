@@ -18,7 +18,6 @@ than one task nothing is needed; other launchers pass ``--coordinator HOST:PORT
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import signal
@@ -28,6 +27,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import PinnkitError
+from .listing import cmd_problems
 
 
 def _apply_numerics(cfg, devices: int | None) -> None:
@@ -101,6 +101,7 @@ def _train(args, out: Path, stop) -> int:
             raise PinnkitError("train needs a CONFIG file (or --out DIR --resume to continue a run)")
         cfg = read_config(args.out, overrides)
     else:
+        _check_config_exists(args.config)
         cfg = load_config(args.config, overrides)
     _apply_numerics(cfg, args.devices)
     stall = args.stall_timeout if args.stall_timeout is not None else (900.0 if spec.multi else 0.0)
@@ -129,6 +130,14 @@ def _train(args, out: Path, stop) -> int:
     return 0
 
 
+def _check_config_exists(config: str) -> None:
+    """A missing config that names a shipped example says how to get the examples."""
+    from .examples import missing_config_hint
+
+    if not Path(config).exists() and (hint := missing_config_hint(config)):
+        raise PinnkitError(f"config file {config!r} not found (current folder: {Path.cwd()}). {hint}")
+
+
 def _dry_run(cfg, fit_options) -> int:
     """Prints the plan of a run (mesh, batches, parameters, compiled memory) as JSON."""
     from ..parallel.mesh import is_main_process
@@ -155,10 +164,11 @@ def _dry_run(cfg, fit_options) -> int:
 
 
 def cmd_eval(args) -> int:
+    from ..run import jsonsafe
     from ..run.rundir import evaluate_dir, read_config
 
     _apply_numerics(read_config(args.run_dir), None)
-    print(json.dumps(evaluate_dir(args.run_dir), indent=2))
+    print(jsonsafe.dumps(evaluate_dir(args.run_dir), indent=2))  # strict JSON, NaN flagged
     return 0
 
 
@@ -171,23 +181,11 @@ def cmd_plot(args) -> int:
     return 0
 
 
-def cmd_problems(args) -> int:
-    from ..problems import PROBLEMS
-
-    for name, factory in sorted(PROBLEMS.items()):
-        doc = inspect.getdoc(factory) or ""
-        first = doc.split("\n\n")[0].replace("\n", " ")
-        params = ", ".join(
-            f"{p.name}={p.default!r}" if p.default is not p.empty else p.name
-            for p in inspect.signature(factory).parameters.values()
-        )
-        print(f"{name}({params})")
-        print(textwrap.indent(textwrap.fill(first, 88), "    "))
-    return 0
-
-
 def parser() -> argparse.ArgumentParser:
+    from .._version import __version__
+
     p = argparse.ArgumentParser(prog="pinnkit", description="PINN training from YAML configs.")
+    p.add_argument("--version", action="version", version=f"pinnkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a config into a run directory")
     t.add_argument("config", nargs="?", help="YAML config file")
@@ -230,9 +228,10 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plot)
     pr = sub.add_parser("problems", help="list built-in problems and their parameters")
     pr.set_defaults(func=cmd_problems)
-    from .tools import register
+    from . import examples, tools
 
-    register(sub)  # predict, export
+    tools.register(sub)  # predict, export
+    examples.register(sub)  # examples [copy DIR]
     return p
 
 

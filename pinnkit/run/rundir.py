@@ -1,10 +1,11 @@
-"""The run directory, the interface between training and analysis (DESIGN.md §5)::
+"""The run directory, the interface between training and analysis (docs/architecture.md)::
 
     DIR/config.yaml        resolved config (every key) + package versions
     DIR/metrics.jsonl      one JSON record per logged step (loss, per-term losses) or eval
     DIR/summary.json       errors per field vs the reference, steps, wall time, outcome
     DIR/checkpoints/       step_XXXXXXXX.eqx, atomic, newest `keep` kept
     DIR/plots/*.png        solution / reference / error per field, loss curves
+    DIR/tensorboard/       live curves (logging.tensorboard: true; `pinnkit.run.live`)
 
 `train_to_dir` writes it; `load_run` (notebooks), `evaluate_dir` and `plot_dir` read it.
 """
@@ -33,8 +34,9 @@ from ..train.windows import fit_windows, load_windows
 from . import checkpoint as ckpt
 from . import jsonsafe, memplan, yamlsafe
 from .build import build_problem, build_run
-from .config import RunConfig, dump_config, from_dict
+from .config import RunConfig, dump_config
 from .folder import ASIDE_NAME, LOCK_NAME, Replaced, RunLock, has_checkpoint
+from .live import start_live_logging
 from .metrics import predict
 
 versions = ckpt.package_versions
@@ -50,7 +52,7 @@ def _write_text(path: Path, text: str) -> None:
 
 def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     """The resolved config stored in ``run_dir/config.yaml`` (with optional overrides)."""
-    from .config import apply_overrides
+    from .config import from_dict_with_overrides
 
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
@@ -61,9 +63,7 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     data = yamlsafe.loads(yamlsafe.read_text(path, "run config"), str(path)) or {}
     data.pop("versions", None)
     source_dir = data.pop("source_dir", None)
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return from_dict(data, where=str(path), source_dir=source_dir)
+    return from_dict_with_overrides(data, overrides, str(path), source_dir)
 
 
 def _entries(out: Path) -> list[Path]:
@@ -92,7 +92,8 @@ def check_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> bo
         changed = [
             f"{s}.{k}" for s in new for k in new[s]
             # mesh: a run may resume on another number of devices; eval: only reporting.
-            if s not in ("train", "checkpoint", "optim", "mesh", "eval") and old[s].get(k) != new[s][k]
+            if s not in ("train", "checkpoint", "optim", "mesh", "eval", "logging")
+            and old.get(s, {}).get(k) != new[s][k]
         ]
         if changed:
             raise RunDirError(
@@ -253,16 +254,22 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
         errors = {**errors, **problem_metrics(run.problem, network, ev.batch, run.dtype)}
         return {**errors, "coeffs": scalars} if scalars else errors
 
-    if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.train.windows)
-        def window_eval(rw):
-            return lambda network, coeffs: evaluate_sharded(
-                network, rw.problem, rw.mesh, ev.resolution, ev.batch, rw.dtype, grid=False)[0]
+    # live curves (logging.tensorboard): a reader of metrics.jsonl beside the loop
+    live = start_live_logging(run, out, resume) if is_main_process() else None
+    try:
+        if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.train.windows)
+            def window_eval(rw):
+                return lambda network, coeffs: evaluate_sharded(
+                    network, rw.problem, rw.mesh, ev.resolution, ev.batch, rw.dtype, grid=False)[0]
 
-        res = fit_windows(run, out_dir=out, resume=resume, evaluate_window=window_eval,
-                          should_stop=polled, progress=progress, throw=False, **fit_options)
-    else:
-        res = fit(run, out_dir=out, resume=resume, should_stop=polled, evaluate=eval_fn,
-                  progress=progress, throw=False, **fit_options)
+            res = fit_windows(run, out_dir=out, resume=resume, evaluate_window=window_eval,
+                              should_stop=polled, progress=progress, throw=False, **fit_options)
+        else:
+            res = fit(run, out_dir=out, resume=resume, should_stop=polled, evaluate=eval_fn,
+                      progress=progress, throw=False, **fit_options)
+    finally:
+        if live is not None:
+            live.close()
     total = run.total_steps * cfg.train.time_windows
     if (before is not None and res.result is RESULTS.successful and res.step == total
             and before.get("steps") == total and before.get("outcome") == "successful"):

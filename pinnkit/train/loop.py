@@ -1,7 +1,7 @@
 """Training: one jitted, `shard_map`-parallel step, scanned over chunks of steps.
 
 The step is ``jit(value_and_grad(shard_map(loss)))`` on a mesh with a ``"data"`` axis
-(DESIGN.md §4): inside the `shard_map`, each device evaluates the per-term mean squares
+(docs/architecture.md): inside the `shard_map`, each device evaluates the per-term mean squares
 on its own points and `pmean`s them; the gradient is taken outside, so autodiff inserts
 the all-reduce for the replicated parameters. ``train.chunk`` steps run per dispatch
 (`jax.lax.scan`); between chunks the host logs, checks for non-finite losses, evaluates

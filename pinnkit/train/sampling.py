@@ -64,21 +64,18 @@ class Sampler(eqx.Module):
                 f"missing={sorted(missing)}, unknown={sorted(extra)}, "
                 f"terms={sorted(sampled)}"
             )
-        for k in sampled:
-            n = self.batch[k]
-            if n < n_devices or n % n_devices:
-                raise ValueError(
-                    f"sampler.batch.{k}={n} must be a positive multiple of the number of "
-                    f"devices ({n_devices}); use e.g. {max(n_devices, n - n % n_devices)}"
-                )
-        for k, t in problem.terms.items():
-            if t.where == "data":
-                n = t.rows().shape[0]
-                if n % n_devices:
-                    raise ValueError(
-                        f"term {k!r} has {n} observations, not divisible by the {n_devices} "
-                        f"devices; drop {n % n_devices} rows or change the device count"
-                    )
+        # every offending term in one message, so that one fix suffices
+        bad = [(k, self.batch[k]) for k in sorted(sampled)
+               if self.batch[k] < n_devices or self.batch[k] % n_devices]
+        rows = [(k, t.rows().shape[0]) for k, t in sorted(problem.terms.items()) if t.where == "data"]
+        bad_rows = [(k, n) for k, n in rows if n % n_devices]
+        if bad or bad_rows:
+            parts = [f"sampler.batch.{k}={n} (use e.g. {max(n_devices, n - n % n_devices)})" for k, n in bad]
+            parts += [f"term {k!r} with {n} observations (drop {n % n_devices} rows)" for k, n in bad_rows]
+            raise ValueError(
+                f"every batch must be a positive multiple of the number of devices ({n_devices}); "
+                f"not so: {'; '.join(parts)}; or change the device count"
+            )
 
     def host_arrays(self, key, problem: Problem, dtype) -> dict[str, np.ndarray]:
         """Global arrays passed into the step sharded over devices (``P("data")``).
