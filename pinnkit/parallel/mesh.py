@@ -227,7 +227,10 @@ def _streamed_errors(network, problem, pts, mesh, batch, dtype) -> dict:
     for start in range(0, pts.shape[0], STREAM_ROWS):
         block = pts[start : start + STREAM_ROWS]
         rows, pred = predict_sharded(network, block, mesh, batch, dtype)
-        acc.add_rows(pred, _reference_rows(problem, block, rows, mesh, batch, dtype))
+        ref = _reference_rows(problem, block, rows, mesh, batch, dtype)
+        inside = problem.domain.inside(block)  # shapes: the grid points in the domain
+        ok = slice(None) if inside is None else inside[rows]
+        acc.add_rows(pred[ok], ref[ok])
     return acc.gathered().errors(problem.out_names, problem.mean_free)
 
 
@@ -259,7 +262,9 @@ def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch:
     errors = {}
     if problem.reference is not None:
         ref = _reference_rows(problem, pts, rows, mesh, batch, dtype)
-        errors = field_errors_sharded(problem.out_names, problem.mean_free, pred, ref)
+        inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
+        ok = slice(None) if inside is None else inside[rows]
+        errors = field_errors_sharded(problem.out_names, problem.mean_free, pred[ok], ref[ok])
     if not grid:
         return errors, None
 

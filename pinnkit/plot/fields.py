@@ -238,12 +238,17 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
         sphere_fields = fields_from_grid(problem, grid)
         nt = len(sphere_fields["time"])
         times = sorted(set(np.linspace(0, nt - 1, 3).round().astype(int).tolist()))
+    inside = None if on_sphere else problem.domain.inside(grid["points"])  # shapes: mask the box
     for i, name in enumerate(problem.out_names):
         ref = grid["ref"][:, i] if grid.get("ref") is not None else None
+        pred = grid["pred"][:, i]
+        if inside is not None:  # NaN outside the shape: drawn blank
+            pred = np.where(inside, pred, np.nan)
+            ref = None if ref is None else np.where(inside, ref, np.nan)
         if on_sphere:
             fig = map_figure(sphere_fields, name, times, units=units)
         else:
-            fig = field_figure(problem.domain, grid["shape"], grid["pred"][:, i], ref, name, units,
+            fig = field_figure(problem.domain, grid["shape"], pred, ref, name, units,
                                mean_free=name in problem.mean_free)
         p = out / f"{name}.png"
         fig.savefig(p, dpi=110)

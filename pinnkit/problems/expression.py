@@ -31,6 +31,8 @@ import numpy as np
 
 from ..diffops import Autodiff, Fields
 from ..expr import Ex, ExprError, Resolver, Symbols, point_function, residual_function
+from ..geometry.config import build_domain, is_geometry
+from ..geometry.distance import DistanceDirichlet
 from ..geometry.domains import Box, SpaceTime
 from ..nn.layers import HardDirichlet
 from ..physics.constraints import InitialValue
@@ -70,13 +72,18 @@ def _constant(raw, key: str) -> float:
 
 def _domain(spec, key: str = f"{KEY}.domain"):
     spec = _mapping(spec, key, required=True)
+    # a shape: {difference: [...], t: [t0, t1]} (pinnkit.geometry.config); a mapping value
+    # is no range, so a misspelt shape kind gets the geometry builder's message
+    if is_geometry(spec) or any(isinstance(v, Mapping) for v in spec.values()):
+        return build_domain(spec, key)
     kind = spec.pop("kind", "box")
     if kind != "box" or _NOT_YET & set(spec):
         what = kind if kind != "box" else sorted(_NOT_YET & set(spec))[0]
         raise ExprError(
             f"{key}: {what!r} domains are not in pinnkit's core yet. An expression problem "
             "lives in a box, one [lower, upper] range per coordinate (e.g. {x: [0, 1], "
-            "y: [0, 1]}), optionally with a time interval t: [t0, t1]."
+            "y: [0, 1]}), or in a shape such as {disk: {center: [0, 0], radius: 1}} "
+            "(docs/geometry.md), optionally with a time interval t: [t0, t1]."
         )
     ranges = {}
     for c, r in spec.items():
@@ -283,6 +290,8 @@ def expression(
         texts.append(f"{k}: {raw} = 0")
     b = _Builder(r, dom, field_names)
     eligible, chosen = [], []  # conditions a hard constraint can impose, and those asking for it
+    shaped = []  # on a shape: Dirichlet/initial conditions (name, piece, output indices, value)
+    on_shape = not isinstance(dom.space if isinstance(dom, SpaceTime) else dom, Box)
     for k, spec in _mapping(conditions, f"{KEY}.conditions").items():
         if k in terms:
             raise ExprError(f"{KEY}.conditions.{k}: the name {k!r} is already an equation.")
@@ -291,6 +300,12 @@ def expression(
         want = spec.get("hard") if isinstance(spec, Mapping) else None
         if want is not None and not isinstance(want, bool):
             raise ExprError(f"{KEY}.conditions.{k}.hard: expected true or false, got {want!r}.")
+        if on_shape:  # every Dirichlet/initial condition exactly, through the shape's distance functions
+            if kind in ("dirichlet", "initial") and not _uses_params(g) and want is not False:
+                zero = all(e.is_const and e.value == 0 for e in g)
+                value = None if zero else point_function(g, dom.coords, params)
+                shaped.append((str(k), piece, tuple(field_names.index(f) for f in fs), value))
+            continue
         where_ok = kind == "initial" or (kind == "dirichlet" and piece == "boundary")
         ok = where_ok and not _uses_params(g)
         if want and not ok:
@@ -307,10 +322,19 @@ def expression(
                         "constraint: keep it on one condition.")
     # default: the first Dirichlet condition on the whole boundary, else the first initial one
     pick = chosen or [c for c in eligible if c[1] == "dirichlet"] or eligible
-    hard, enforced, hard_fields = None, (), ()
+    hard, enforced, hard_outputs = None, (), ()
     if pick:
-        name, kind, hard_fields, g = pick[0]
-        hard, enforced = _hard_constraint(dom, field_names, params, kind, hard_fields, g), (name,)
+        cname, ckind, cfields, g = pick[0]
+        hard, enforced = _hard_constraint(dom, field_names, params, ckind, cfields, g), (cname,)
+        hard_outputs = tuple(field_names.index(f) for f in cfields)
+    if shaped:
+        try:  # every Dirichlet/initial condition exactly, through the shape's distance functions
+            hard = DistanceDirichlet(dom, tuple(s[1] for s in shaped), tuple(s[2] for s in shaped),
+                                     tuple(s[3] for s in shaped))
+            enforced = tuple(s[0] for s in shaped)
+            hard_outputs = shaped[0][2]
+        except ValueError:  # overlapping pieces, or a mesh (no smooth distance): loss terms only
+            hard = None
     reference = None
     if exact is not None:
         ex = _mapping(exact, f"{KEY}.exact", required=True)
@@ -334,7 +358,7 @@ def expression(
     if reference is not None:
         check_exact(problem)
         if hard is not None:
-            check_hard_value(problem, enforced[0], tuple(field_names.index(f) for f in hard_fields))
+            check_hard_value(problem, enforced[0], hard_outputs)
     return problem
 
 

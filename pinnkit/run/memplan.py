@@ -177,7 +177,10 @@ def lower_bounds(cfg: RunConfig, problem, n_devices: int) -> list[Part]:
     parts.append(Part("optimiser state", words * size, okey))
     pool = cfg.sampler.adaptive.pool if cfg.sampler.adaptive is not None else 1
     for k, b in per_dev.items():
-        parts.append(Part(f"points of term {k!r}", b * d * size * pool, f"sampler.batch.{k}"))
+        term = problem.terms.get(k)
+        # a shape sampled by rejection draws more candidates than it keeps
+        drawn = b if term is None or term.where == "data" else problem.domain.unit_rows(b, term.where)
+        parts.append(Part(f"points of term {k!r}", drawn * d * size * pool, f"sampler.batch.{k}"))
         micro = math.ceil(b / max(1, cfg.train.accumulate))
         parts.append(Part(f"activations of term {k!r}", micro * width * depth * size,
                           f"sampler.batch.{k} (or raise train.accumulate)"))

@@ -144,6 +144,7 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
     """summary.json's record. The final loss is the last one of this session's history,
     else of ``logged`` (metrics.jsonl: a resumed run that logged nothing new)."""
     last = next((h for h in reversed([*logged, *res.history]) if "loss" in h), None)
+    acceptance = run.sampler.acceptance(run.problem)  # rejection-sampled terms only
     return {
         "problem": run.config.problem.name,
         "outcome": res.result.name,
@@ -160,6 +161,7 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
         "rel_l2": errors.get("rel_l2", {}),
         "linf": errors.get("linf", {}),
         "coeffs": {k: float(v) for k, v in res.coeffs.items()},
+        **({"sampling_acceptance": acceptance} if acceptance else {}),
     }
 
 

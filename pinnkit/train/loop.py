@@ -635,7 +635,7 @@ def point_arrays(run: Run) -> dict:
     ``P("data")`` over ``run.mesh``. Every process builds the same host arrays from the
     seed; each places only the rows of its own devices."""
     key = jax.random.key(run.config.train.seed)
-    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype)
+    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype, run.mesh.size)
     return shard_rows(host, run.mesh)
 
 
@@ -704,6 +704,7 @@ def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = F
                  "processes": jax.process_count(),
                  "devices_per_process": len([d for d in devs if d.process_index == jax.process_index()])},
         "per_device_batch": per_dev,
+        **({"sampling_acceptance": acc} if (acc := run.sampler.acceptance(run.problem)) else {}),
         "micro_batch": {k: v // accumulate for k, v in per_dev.items()},
         "accumulate": accumulate,
         "remat": remat,
