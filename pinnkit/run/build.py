@@ -7,8 +7,11 @@ Problem factories' own argument errors are re-raised as `ConfigError` naming
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import inspect
+from contextvars import ContextVar
 from pathlib import Path
 
 import equinox as eqx
@@ -16,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from .._loader import load_callable
+from .._loader import load_callable, provider_factories
 from ..diffops import METHODS
 from ..errors import ConfigError
 from ..geometry.domains import SpaceTime
@@ -35,19 +38,61 @@ from ..train.spec import Run, TimeWindows
 from ..train.weighting import Causal, Weighting
 from .config import RunConfig
 
+# Inside `reusing_problems`, the problem the plan built is the one `build_run` gets
+# (`_factory`): some references are solved when the problem is made (seconds).
+_MEMO: ContextVar[dict | None] = ContextVar("pinnkit_problem_memo", default=None)
+
+
+@contextlib.contextmanager
+def reusing_problems():
+    """Within this block, building the same problem twice builds it once."""
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def memoized(factory, name: str):
+    """``factory`` itself, or inside `reusing_problems` a wrapper returning the problem
+    already built for the same name and parameters (problems are immutable)."""
+    memo = _MEMO.get()
+    if memo is None:
+        return factory
+
+    @functools.wraps(factory)
+    def make(**params):
+        key = (name, repr(sorted(params.items())))
+        if key not in memo:
+            memo[key] = factory(**params)
+        return memo[key]
+
+    return make
+
 
 def _factory(cfg: RunConfig):
+    """The problem factory named by ``problem.name``: a built-in, an installed provider's
+    entry point, ``file.py:function`` or a provider module's ``module:function``
+    (`pinnkit._loader`)."""
     from ..problems import PROBLEMS
 
     name = cfg.problem.name
     if name in PROBLEMS:
-        return PROBLEMS[name]
+        return memoized(PROBLEMS[name], name)
+    provided = provider_factories()
+    if name in provided:
+        try:
+            return memoized(provided[name].load(), name)
+        except Exception as e:
+            raise ConfigError(f"problem.name {name!r}: loading the provider's entry point "
+                              f"{provided[name].value!r} failed with {type(e).__name__}: {e}") from e
     if ":" in name:
         base = Path(cfg.source_dir) if cfg.source_dir else None
-        return load_callable(name, base_dir=base, what="problem.name")
+        return memoized(load_callable(name, base_dir=base, what="problem.name"), f"{base}/{name}")
+    extra = f"; from installed providers: {', '.join(sorted(provided))}" if provided else ""
     raise ConfigError(
         f"problem.name: unknown problem {name!r}. Built-in problems: {', '.join(sorted(PROBLEMS))} "
-        "(see `pinnkit problems`), or name your own factory as 'path/to/file.py:make_problem'."
+        f"(see `pinnkit problems`){extra}, or name your own factory as 'path/to/file.py:make_problem'."
     )
 
 

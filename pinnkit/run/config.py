@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -26,6 +27,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..train.phases import PHASES
+from . import yamlsafe
 
 # The schema lives in pinnkit/run/schema.py; its names stay importable from here.
 from .schema import PHASE_CONFIGS as PHASE_CONFIGS
@@ -122,19 +124,29 @@ def _convert(value, tp, path: str, where: str):
             return value
         raise _Mismatch
     if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:
+                raise ConfigError(f"{where}: {path}: {value} is outside the 64-bit integer range; "
+                                  f"fix the value in the file or with --set {path}=...")
+            return value
         raise _Mismatch
     if tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
         if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
             try:
-                return float(value)
+                value = float(value)
             except ValueError:
                 raise _Mismatch from None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                value = float(value)
+            except OverflowError:  # an integer beyond float range
+                value = math.inf
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}: {path}: expected a finite number, got {value!r}. Fix "
+                                  f"the value in the file or with --set {path}=...")
+            return value
         raise _Mismatch
     if tp is str:
         if isinstance(value, str):
@@ -288,11 +300,16 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
             _check(a.until_step >= 1, where, "sampler.adaptive.until_step",
                    "expected an integer >= 1 (e.g. the last Adam step + 1) or null for no limit",
                    a.until_step)
-    _check(t.steps >= 1, where, "train.steps", "expected an integer >= 1", t.steps)
+    # The step counter is an int32 on the device; the key from jax.random.key keeps 32 bits.
+    _check(1 <= t.steps < 2**31, where, "train.steps",
+           "expected an integer from 1 to 2147483647 (2**31 - 1)", t.steps)
     _check(t.chunk >= 1, where, "train.chunk", "expected an integer >= 1", t.chunk)
     _check(t.log_every >= 1, where, "train.log_every", "expected an integer >= 1", t.log_every)
     _check(t.eval_every >= 0, where, "train.eval_every", "expected an integer >= 0", t.eval_every)
-    _check(t.seed >= 0, where, "train.seed", "expected an integer >= 0", t.seed)
+    _check(0 <= t.seed < 2**32, where, "train.seed",
+           "expected an integer from 0 to 4294967295 (2**32 - 1; larger seeds would wrap around "
+           "to the same key)",
+           t.seed)
     _check(t.accumulate >= 1, where, "train.accumulate", "expected an integer >= 1", t.accumulate)
     _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)
     _check(t.divergence_factor > 1, where, "train.divergence_factor", "expected a number > 1",
@@ -341,20 +358,19 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
 # ------------------------------------------------------------- files and overrides
 
 
-def _read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} not found (current folder: {Path.cwd()})") from None
-    except OSError as e:
-        raise ConfigError(f"config file {str(path)!r} cannot be read: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(f"{path}: invalid YAML{pos}: {problem}") from None
+MAX_BASE_DEPTH = 16
+
+
+def _read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    """A config file's data with its ``base:`` chain merged in (bounded, see `yamlsafe`)."""
+    here = path.resolve()
+    if here in chain:
+        names = " -> ".join(str(p) for p in (*chain, here))
+        raise ConfigError(f"{path}: base: the chain {names} comes back to a file already read; "
+                          "remove the base: key that closes the cycle")
+    if len(chain) >= MAX_BASE_DEPTH:
+        raise ConfigError(f"{path}: base: more than {MAX_BASE_DEPTH} files deep; flatten the chain")
+    data = yamlsafe.loads(yamlsafe.read_text(path), str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -363,8 +379,8 @@ def _read_yaml(path: Path) -> dict:
     if base is not None:
         if not isinstance(base, str):
             raise ConfigError(f"{path}: base: expected a file path, got {base!r}")
-        parent = _read_yaml((path.parent / base) if not Path(base).is_absolute() else Path(base))
-        data = _merge(parent, data)
+        parent = (path.parent / base) if not Path(base).is_absolute() else Path(base)
+        data = _merge(_read_yaml(parent, (*chain, here)), data)
     return data
 
 
@@ -380,10 +396,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set train.steps=2000")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
+    value = yamlsafe.loads(raw, f"--set {key.strip()}=...", invalid=raw) if raw.strip() else None
     return key.strip().split("."), value
 
 

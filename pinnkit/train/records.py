@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._jsonsafe import dumps as json_dumps
 from ..errors import RunDirError
 from ..parallel.mesh import is_main_process
 from . import checkpoint as ckpt
@@ -111,7 +112,7 @@ def append_lines(path: Path | None, records: list[dict]) -> None:
     try:
         with open(path, "a") as f:
             for r in records:
-                f.write(json.dumps(r) + "\n")
+                f.write(json_dumps(r) + "\n")  # strict JSON: NaN as null, flagged
     except OSError as e:
         raise RunDirError(f"cannot append to {path}: {e.strerror or e}") from None
 

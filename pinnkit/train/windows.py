@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._jsonsafe import dumps as json_dumps
 from .._types import Point
 from ..errors import ConfigError
 from ..nn.layers import Normalize, PeriodicEmbedding
@@ -218,7 +219,6 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
     the steps timed in any window (`window_timing`; NaN if no chunk ran, e.g. a resumed
     run of finished windows without their timing.json).
     """
-    import json
 
     from ..parallel.mesh import is_main_process
     from .loop import RESULTS, FitResult, fit
@@ -244,7 +244,7 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
             break
     steps = (len(nets) - 1) * per + res.step
     if out_dir is not None and is_main_process():
-        text = "".join(json.dumps(h) + "\n" for h in history)
+        text = "".join(json_dumps(h) + "\n" for h in history)
         (Path(out_dir) / "metrics.jsonl").write_text(text)
     model = Windowed(tuple(nets), edges[: len(nets) + 1], run.problem.domain.coords.index("t"))
     return FitResult(network=model, coeffs=res.coeffs, result=result, step=steps, history=history,

@@ -5,7 +5,8 @@ A phase is an equinox Module in the abstract-or-final pattern. What the scanned 
 
 - ``kind``: its name in ``optim.phases.N.kind`` and in the `PHASES` registry;
 - ``Config``: the frozen dataclass of its options (``optim.phases.N``), with
-  ``problems()`` listing the values it rejects;
+  ``problems()`` listing the values it rejects and ``state_words(n_params, rows)`` the
+  words of optimiser state a step holds (the memory plan, `pinnkit.run.memplan`);
 - ``line_search``: its step evaluates the loss again (``loss.value``) at trial points;
 - ``gauss_newton``: its step needs the residual Jacobian (``loss.gauss_newton``) and so
   the whole batch at once (no gradient accumulation) and a loss it can see entirely:

@@ -36,6 +36,10 @@ class LbfgsConfig:
         bad = [(k, msg, v) for k, ok, msg, v in checks if not ok]
         return bad + positive_or_null(self, ("clip_norm", "tol", "grad_tol"))
 
+    def state_words(self, n_params: int, rows: int) -> float:
+        """Words of optimiser state (the memory plan): ``memory`` pairs of parameter vectors."""
+        return 2.0 * self.memory * n_params
+
 
 class LbfgsPhase(AbstractOptimizerPhase):
     kind: ClassVar[str] = "lbfgs"

@@ -41,6 +41,11 @@ class NaturalGradientConfig:
         bad = [(k, msg, v) for k, ok, msg, v in checks if not ok]
         return bad + positive_or_null(self, ("tol", "grad_tol"))
 
+    def state_words(self, n_params: int, rows: int) -> float:
+        """Words a step holds (the memory plan): the P x P Gramian and the ``rows`` x P
+        residual Jacobian."""
+        return float(n_params) ** 2 + rows * n_params
+
 
 class NaturalGradientPhase(AbstractOptimizerPhase):
     kind: ClassVar[str] = "natural_gradient"

@@ -56,6 +56,11 @@ class GradientConfig:
         ]
         return [(k, msg, v) for k, ok, msg, v in checks if not ok] + positive_or_null(self, ("clip_norm",))
 
+    def state_words(self, n_params: int, rows: int) -> float:
+        """Words of optimiser state for ``n_params`` parameters (the memory plan): two
+        moments (Adam; SOAP's in its eigenbasis, whose Kronecker factors are not counted)."""
+        return 2.0 * n_params
+
 
 @dataclass(frozen=True)
 class AdamConfig(GradientConfig):
@@ -69,6 +74,9 @@ class SgdConfig(GradientConfig):
     """``kind: sgd``: plain gradient descent."""
 
     kind: Literal["sgd"] = "sgd"
+
+    def state_words(self, n_params: int, rows: int) -> float:
+        return 0.0
 
 
 @dataclass(frozen=True)
