@@ -5,6 +5,7 @@ Residuals are written against `Fields` (``f.partial("u", "x")``, ``f.laplacian("
 for. ``METHODS`` maps the config's ``diffops.method`` names to method classes.
 """
 
+from ._activations import activation_derivatives as activation_derivatives
 from ._autodiff import Autodiff as Autodiff
 from ._autodiff import ForwardOverReverse as ForwardOverReverse
 from ._base import AbstractDiffMethod as AbstractDiffMethod
@@ -26,7 +27,6 @@ from ._custom import softplus as softplus
 from ._custom import spherical as spherical
 from ._custom import versin_over_x2 as versin_over_x2
 from ._taylor import Taylor as Taylor
-from ._taylor import activation_derivatives as activation_derivatives
 
 METHODS = {
     "autodiff": Autodiff,
