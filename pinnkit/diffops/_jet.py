@@ -118,6 +118,9 @@ class Plan(NamedTuple):
     rest: tuple[Row, ...]  # Laplacian rows, then mixed partials by increasing order
     order: int  # highest derivative order carried
     needed: frozenset  # rows the requests read directly (the rest only feed them)
+    # first-order rows along coordinate axes (False: row i is e_{dirs[i]}) or along free
+    # directions (True: the stochastic estimators' random jets, `_stochastic`)
+    free: bool = False
 
 
 def make_plan(requests: Sequence[Request]) -> Plan:

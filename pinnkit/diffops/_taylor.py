@@ -79,9 +79,17 @@ def propagate(module: Callable, *jets: Jet, plan: Plan, keep: frozenset | None =
     return rule(module, *jets, plan=plan, keep=keep)
 
 
-def network_jet(net: Callable[[Point], Array], x: Point, plan: Plan, force_generic: bool = False) -> Jet:
-    """The jet of the whole network at ``x``, of which only the requested rows are needed."""
-    x_jet = input_jet(x, plan)
+def network_jet(
+    net: Callable[[Point], Array],
+    x: Point,
+    plan: Plan,
+    force_generic: bool = False,
+    first: Array | None = None,
+) -> Jet:
+    """The jet of the whole network at ``x``, of which only the requested rows are needed.
+    ``first``: the input's first-order rows ``(len(plan.dirs), d)`` when they are not the
+    unit vectors of ``plan.dirs`` (directions of a ``plan.free`` plan)."""
+    x_jet = input_jet(x, plan) if first is None else Jet(x, first, {})
     rule = None if force_generic else _RULES.get(type(net))
     if rule is None:
         return generic(lambda z: jnp.atleast_1d(net(z)), (x_jet,), plan)
@@ -120,20 +128,22 @@ class Taylor(AbstractDiffMethod):
     ) -> dict[Request, Scalar]:
         plan = make_plan(requests)
         jet = network_jet(net, x, plan, self.force_generic)
-        out: dict[Request, Scalar] = {}
-        for r in requests:
-            if r.kind == "laplacian":
-                if (lap := Row(RowKind.LAPLACIAN, r.axes)) in plan.rest:
-                    out[r] = jet.row_or_zero(lap, plan.dirs)[r.out]
-                elif r.axes:
-                    diag = [jet.row_or_zero(partial_row(a, a), plan.dirs)[r.out] for a in r.axes]
-                    out[r] = functools.reduce(operator.add, diag)
-                else:
-                    out[r] = jnp.zeros((), jet.value.dtype)
-            elif r.kind == "biharmonic":
-                out[r] = jet.row_or_zero(Row(RowKind.BILAPLACIAN, r.axes), plan.dirs)[r.out]
-            elif r.axes:
-                out[r] = jet.row_or_zero(Row(RowKind.PARTIAL, r.axes), plan.dirs)[r.out]
-            else:
-                out[r] = jet.value[r.out]
-        return out
+        return {r: read_request(jet, plan, r) for r in requests}
+
+
+def read_request(jet: Jet, plan: Plan, r: Request, all_outputs: bool = False) -> Array:
+    """The value of request ``r`` from the network's jet (``all_outputs``: the whole row,
+    every output, instead of output ``r.out``)."""
+    pick = (lambda row: row) if all_outputs else (lambda row: row[r.out])
+    if r.kind == "laplacian":
+        if (lap := Row(RowKind.LAPLACIAN, r.axes)) in plan.rest:
+            return pick(jet.row_or_zero(lap, plan.dirs))
+        if r.axes:
+            diag = [pick(jet.row_or_zero(partial_row(a, a), plan.dirs)) for a in r.axes]
+            return functools.reduce(operator.add, diag)
+        return jnp.zeros(jet.value.shape if all_outputs else (), jet.value.dtype)
+    if r.kind == "biharmonic":
+        return pick(jet.row_or_zero(Row(RowKind.BILAPLACIAN, r.axes), plan.dirs))
+    if r.axes:
+        return pick(jet.row_or_zero(Row(RowKind.PARTIAL, r.axes), plan.dirs))
+    return pick(jet.value)

@@ -222,7 +222,10 @@ def _network_jet(net: Network, x_jet: jets.Jet, *, plan: jets.Plan, keep) -> jet
     x = x_jet.value
     copies = []
     for sub, sign in net.parity.elements():
-        flip = np.array([-1.0 if d in sub else 1.0 for d in plan.dirs])[:, None]
+        if plan.free:  # rows along any directions: negate their reflected components
+            flip = np.array([-1.0 if a in sub else 1.0 for a in range(x.shape[0])])[None, :]
+        else:  # row i is e_{dirs[i]}: negate the reflected rows
+            flip = np.array([-1.0 if d in sub else 1.0 for d in plan.dirs])[:, None]
         first = None if x_jet.first is None else x_jet.first * jnp.asarray(flip, x.dtype)
         jet = _chain(net, jets.Jet(net.parity.reflect(x, sub), first, {}), plan, keep)
         copies.append(jets.scale(jet, sign / len(net.parity.elements())))

@@ -9,6 +9,7 @@ from .allen_cahn import allen_cahn
 from .burgers import burgers
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
 from .expression import expression
+from .highdim import allen_cahn_ball, poisson_ball
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import (
     beltrami_flow,
@@ -41,4 +42,6 @@ PROBLEMS = {
     "williamson2": williamson2,
     "williamson6": williamson6,
     "rossby_haurwitz": rossby_haurwitz,
+    "poisson_ball": poisson_ball,
+    "allen_cahn_ball": allen_cahn_ball,
 }

@@ -144,9 +144,16 @@ class SamplerConfig:
 @dataclass(frozen=True)
 class DiffOpsConfig:
     """``diffops``: the derivative method (``pinnkit.diffops.METHODS``). The default is the
-    one-pass Taylor engine; ``autodiff`` (nested reverse mode) is the oracle."""
+    one-pass Taylor engine; ``autodiff`` (nested reverse mode) is the oracle.
+    ``estimator``: ``exact`` (default) or a stochastic Taylor estimator of the Laplacian,
+    second-order and bi-Laplacian requests (``pinnkit.diffops.ESTIMATORS``: ``stde``,
+    ``sdgd``) with ``samples`` random directions / dimensions per point and step, drawn
+    per ``point`` or per ``step`` (``draw``)."""
 
     method: str = "taylor"
+    estimator: str = "exact"
+    samples: int = 16
+    draw: str = "point"
 
 
 @dataclass(frozen=True)
@@ -418,6 +425,24 @@ def _check(cond: bool, where: str, path: str, msg: str, value) -> None:
         raise ConfigError(f"{where}: {path}: {msg}, got {value!r}.")
 
 
+def _check_estimator(dc: DiffOpsConfig, where: str) -> None:
+    from ..diffops import ESTIMATORS
+
+    names = ("exact", *ESTIMATORS)
+    _check(dc.estimator in names, where, "diffops.estimator", f"expected one of {names}", dc.estimator)
+    if dc.estimator == "exact":
+        return
+    _check(dc.method == "taylor", where, "diffops.method",
+           f"the {dc.estimator} estimator runs on the Taylor engine; set diffops.method: taylor "
+           "or diffops.estimator: exact", dc.method)
+    least = ESTIMATORS[dc.estimator].min_samples
+    _check(isinstance(dc.samples, int) and dc.samples >= least, where, "diffops.samples",
+           f"expected an integer >= {least} (random {ESTIMATORS[dc.estimator].unit} per point "
+           "and step)", dc.samples)
+    _check(dc.draw in ("point", "step"), where, "diffops.draw",
+           "expected point (own directions per point) or step (one set per step)", dc.draw)
+
+
 def validate(cfg: RunConfig, where: str) -> RunConfig:
     """Range checks that types cannot express. Returns ``cfg`` unchanged."""
     from ..diffops import METHODS
@@ -469,6 +494,7 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         cfg.diffops.method in METHODS, where, "diffops.method",
         f"expected one of {sorted(METHODS)}", cfg.diffops.method,
     )
+    _check_estimator(cfg.diffops, where)
     for k, v in cfg.weighting.weights.items():
         _check(v >= 0, where, f"weighting.weights.{k}", "expected a number >= 0", v)
     w = cfg.weighting
