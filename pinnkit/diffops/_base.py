@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._types import Point, Scalar
 
@@ -199,7 +199,21 @@ def collect_requests(
 
 
 class AbstractDiffMethod(eqx.Module):
-    """How derivatives of the network are computed. Subclasses implement `derivatives`."""
+    """How derivatives of the network are computed. Subclasses implement `derivatives`.
+
+    A *stochastic* method (``stochastic = True``: a randomised estimator of some
+    derivatives, unbiased over its random draws) is drawn with `at_key`; the training
+    loss then evaluates each residual under two independent draws and uses their product
+    as the squared residual (`pinnkit.train.loss.Loss`). Deterministic methods (the
+    default) ignore keys: ``at_key`` returns the method itself.
+    """
+
+    stochastic: ClassVar[bool] = False
+
+    def at_key(self, key: PRNGKeyArray) -> AbstractDiffMethod:
+        """This method with its random draw fixed by ``key`` (deterministic: itself)."""
+        del key
+        return self
 
     @abc.abstractmethod
     def derivatives(
