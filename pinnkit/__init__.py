@@ -5,6 +5,7 @@ Importing pinnkit never changes JAX's global configuration.
 """
 
 from . import diffops as diffops
+from ._version import __version__ as __version__
 from .errors import ConfigError as ConfigError
 from .errors import PinnkitError as PinnkitError
 from .errors import RunDirError as RunDirError
@@ -14,6 +15,7 @@ from .geometry.domains import SpaceTime as SpaceTime
 from .nn.layers import MLP as MLP
 from .nn.layers import HardDirichlet as HardDirichlet
 from .nn.layers import Network as Network
+from .physics.constraints import InitialValue as InitialValue
 from .physics.problem import Problem as Problem
 from .physics.terms import Dirichlet as Dirichlet
 from .physics.terms import Equation as Equation
@@ -28,9 +30,8 @@ from .run.config import load_config as load_config
 from .run.rundir import RunData as RunData
 from .run.rundir import load_run as load_run
 from .run.rundir import train_to_dir as train_to_dir
+from .sphere.domain import Sphere as Sphere
 from .train.loop import RESULTS as RESULTS
 from .train.loop import FitResult as FitResult
 from .train.loop import fit as fit
 from .train.sampling import Sampler as Sampler
-
-__version__ = "0.1.0"

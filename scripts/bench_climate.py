@@ -1,5 +1,5 @@
 """Climate acceptance benchmarks (issue 6): trains the full configs and prints the measured
-figures against the targets (shared/BENCHMARKS.md C1–C4).
+figures against the targets (C1–C4 in docs/benchmarks.md).
 
     C1        configs/climate_ebm.yaml           max |T - T*| <= 0.05 °C over 5 years
     C2        configs/climate_tracer.yaml        Williamson l2(h) <= 1e-2 at day 12, alpha = 0

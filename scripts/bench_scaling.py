@@ -8,7 +8,7 @@
 - **batch**: throughput on all devices for a list of global batch sizes (4k ... 1M),
   the figure to record on a real GPU.
 
-Network and optimiser follow shared/BENCHMARKS.md (tanh MLP 2->[64]*4, Adam 1e-3,
+Network and optimiser follow the peer protocol of docs/benchmarks.md (tanh MLP 2->[64]*4, Adam 1e-3,
 fixed points drawn once); batch sizes are per interior term (the boundary term gets a
 quarter). steps/s excludes compilation (`fit` times every chunk after the first).
 

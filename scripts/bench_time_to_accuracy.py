@@ -1,5 +1,5 @@
 """P1 time to rel. L2 <= 1e-3: pinnkit's default recipe against each peer's documented
-default recipe, measured in one run (issue 7; shared/BENCHMARKS.md P1).
+default recipe, measured in one run (issue 7; P1 in docs/benchmarks.md).
 
 Every library runs in its own process, in sequence, pinned to ONE core (``taskset``) with
 one thread (the XLA/OMP/MKL flags of the peer harness's run_all.sh), under
@@ -31,7 +31,7 @@ a session on a shared machine). CPU time is what a quiet core would take (one th
 so it is the figure compared on a shared machine.
 
     python scripts/bench_time_to_accuracy.py [--cap 420] [--cap-wall 480] [--every 100] [--libs ...] \\
-        [--out runs/tta]   # needs PEER_VENVS (shared/peers/setup_venvs.sh)
+        [--out runs/tta]   # needs PEER_VENVS: venvs deepxde/, jinns/, base/
 
 Writes OUT/results.json, OUT/table.md, OUT/logs/<lib>.{log,time}.
 """

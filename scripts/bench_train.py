@@ -1,4 +1,4 @@
-"""Training throughput on the peer protocols (P1, P2, P3 of shared/BENCHMARKS.md).
+"""Training throughput on the peer protocols (P1, P2, P3 of docs/benchmarks.md).
 
 Peer protocols: tanh MLP [64]*4, float32, Adam lr 1e-3, full batch, points drawn once,
 loss = unweighted sum of the terms' mean squares, one CPU thread.
@@ -57,7 +57,7 @@ PROTOCOLS = {
 FLOOR_ROWS = {"P1": ((4, 4096), (1, 1024)), "P2": ((4, 4096), (3, 4096), (1, 1024)),
               "P3": ((4, 4096), (1, 1024))}
 TARGETS = {"P1": 45.0, "P2": 19.0, "P3": 60.0}  # issue 3, steps/s on one quiet core
-PEERS = {"P1": 14.7, "P2": 6.3, "P3": 19.7}  # fastest peer (DeepXDE-PyTorch), BENCHMARKS.md
+PEERS = {"P1": 14.7, "P2": 6.3, "P3": 19.7}  # fastest peer (DeepXDE-PyTorch), quiet core: docs/benchmarks.md
 
 
 def pinnkit_config(problem: str, method: str, chunk: int):

@@ -125,10 +125,11 @@ def test_notebook_executes(tiny_run, monkeypatch):
     import nbclient
     import nbformat
 
-    monkeypatch.setenv("PINNKIT_RUN", str(tiny_run))
+    # Jupyter starts the kernel in notebooks/; a relative PINNKIT_RUN is relative to the repository
+    monkeypatch.setenv("PINNKIT_RUN", os.path.relpath(tiny_run, ROOT))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(ROOT / "notebooks" / "01_poisson.ipynb", as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}}).execute()
+                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "relative L2 error on the grid" in text

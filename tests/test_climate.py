@@ -8,6 +8,7 @@ wrong-parameter residuals are O(0.1) or larger.
 """
 
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -115,17 +116,19 @@ def test_tiny_run_summary_maps_netcdf_notebook(tiny_tracer, monkeypatch):
     paths = plot_sphere.write_sphere_plots(run, nlat=8)
     assert {p.name for p in paths} == {"h_map.png", "h_hovmoller.png"}
     assert plot_sphere.animate(run, "h", tiny_tracer / "h.gif", frames=2, nlat=6).stat().st_size > 0
-    nc = plot_sphere.to_netcdf(f, tiny_tracer / "h.nc", title="tiny")
-    with xr.open_dataset(nc, decode_times=False) as ds:
-        assert ds.attrs["Conventions"] == "CF-1.8"
+    nc = plot_sphere.to_netcdf(f, tiny_tracer / "h.nc", title="tiny", units=run.problem.units_map)
+    with xr.open_dataset(nc) as ds:  # default arguments: time stays a number in days
+        assert ds.attrs["Conventions"] == "CF-1.8" and ds.time.attrs["units"] == "day"
+        np.testing.assert_allclose(ds.time.values, [0.0, 12.0])
         assert ds["lat"].attrs["units"] == "degrees_north" and ds["lon"].attrs["units"] == "degrees_east"
         np.testing.assert_allclose(ds["h"].values, f["h"], rtol=1e-6)
         np.testing.assert_allclose(ds["lat"].values, f["lat"])
-    monkeypatch.setenv("PINNKIT_RUN", str(tiny_tracer))
+    # Jupyter starts the kernel in notebooks/; a relative PINNKIT_RUN is relative to the repository
+    monkeypatch.setenv("PINNKIT_RUN", os.path.relpath(tiny_tracer, ROOT))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(ROOT / "notebooks" / "03_climate.ipynb", as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}}).execute()
+                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "round-trip max difference: 0.0" in text and "Williamson l2(h)" in text
 

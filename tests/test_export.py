@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from pinnkit.cli import main as cli
+from pinnkit.cli.main import main as cli_main
 from pinnkit.errors import PinnkitError
 from pinnkit.physics.observations import read_table, write_table
 from pinnkit.run.config import load_config
@@ -38,7 +38,7 @@ def data(run_dir):
 
 def _cli(*argv):
     """The real `pinnkit` entry point (predict/export are wired into pinnkit.cli)."""
-    return cli.main([str(a) for a in argv])
+    return cli_main([str(a) for a in argv])
 
 
 def test_predict_points_and_grid_match_the_network(run_dir, data):

@@ -15,7 +15,6 @@ than one task nothing is needed; other launchers pass ``--coordinator HOST:PORT
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import signal
@@ -24,6 +23,7 @@ import textwrap
 from pathlib import Path
 
 from ..errors import PinnkitError
+from .listing import cmd_problems
 
 
 def _apply_numerics(cfg, devices: int | None) -> None:
@@ -107,6 +107,7 @@ def cmd_train(args) -> int:
             raise PinnkitError("train needs a CONFIG file (or --out DIR --resume to continue a run)")
         cfg = read_config(args.out, overrides)
     else:
+        _check_config_exists(args.config)
         cfg = load_config(args.config, overrides)
     out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
     _apply_numerics(cfg, args.devices)
@@ -135,6 +136,14 @@ def cmd_train(args) -> int:
     if summary["outcome"] == "interrupted":
         return 130 if stop.signum == signal.SIGINT else 0
     return 0
+
+
+def _check_config_exists(config: str) -> None:
+    """A missing config that names a shipped example says how to get the examples."""
+    from .examples import missing_config_hint
+
+    if not Path(config).exists() and (hint := missing_config_hint(config)):
+        raise PinnkitError(f"config file {config!r} not found (current folder: {Path.cwd()}). {hint}")
 
 
 def _dry_run(cfg, fit_options) -> int:
@@ -179,23 +188,11 @@ def cmd_plot(args) -> int:
     return 0
 
 
-def cmd_problems(args) -> int:
-    from ..problems import PROBLEMS
-
-    for name, factory in sorted(PROBLEMS.items()):
-        doc = inspect.getdoc(factory) or ""
-        first = doc.split("\n\n")[0].replace("\n", " ")
-        params = ", ".join(
-            f"{p.name}={p.default!r}" if p.default is not p.empty else p.name
-            for p in inspect.signature(factory).parameters.values()
-        )
-        print(f"{name}({params})")
-        print(textwrap.indent(textwrap.fill(first, 88), "    "))
-    return 0
-
-
 def parser() -> argparse.ArgumentParser:
+    from .._version import __version__
+
     p = argparse.ArgumentParser(prog="pinnkit", description="PINN training from YAML configs.")
+    p.add_argument("--version", action="version", version=f"pinnkit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a config into a run directory")
     t.add_argument("config", nargs="?", help="YAML config file")
@@ -235,9 +232,10 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plot)
     pr = sub.add_parser("problems", help="list built-in problems and their parameters")
     pr.set_defaults(func=cmd_problems)
-    from .tools import register
+    from . import examples, tools
 
-    register(sub)  # predict, export
+    tools.register(sub)  # predict, export
+    examples.register(sub)  # examples [copy DIR]
     return p
 
 

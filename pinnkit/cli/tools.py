@@ -6,6 +6,8 @@ sets ``func`` like the other subcommands, so `pinnkit.cli.main` runs them and tu
 
     pinnkit predict RUN --grid 201 --out u.npz
     pinnkit predict RUN --grid "x=-1:1:256,t=0:1:100" --out u.nc
+    pinnkit predict SPHERE_RUN --grid "lat=-90:90:91,t=0:12:13" --out h.nc   # lat/lon in degrees
+    pinnkit predict RUN --grid 64 --out u.vts          # ParaView (.vtu needs the vtk extra)
     pinnkit predict RUN --points stations.csv --out pred.csv
     pinnkit export RUN --out model.jaxexport [--derivatives] [--platforms cpu,cuda]
 """
@@ -23,13 +25,22 @@ def _numerics(run_dir) -> None:
 
 
 def cmd_predict(args) -> int:
-    from ..run.predict import predict, write_prediction
+    from pathlib import Path
+
+    from ..run.predict import predict, predict_grid
+    from ..run.writers import write
 
     _numerics(args.run_dir)
-    res = predict(args.run_dir, points=args.points, grid=args.grid, batch=args.batch)
-    path = write_prediction(args.out, res)
-    n = len(next(iter(res.values())))
-    print(f"pinnkit: {n} points written to {path}", file=sys.stderr)
+    if args.grid is not None:
+        res = predict_grid(args.run_dir, args.grid, batch=args.batch)
+        what = f"{res.points.shape[0]} points on a {' x '.join(map(str, res.shape))} grid " \
+               f"({', '.join(res.dims)})"
+    else:
+        res = predict(args.run_dir, points=args.points, batch=args.batch)
+        what = f"{len(next(iter(res.values())))} points"
+    paths = write(Path(args.out), res)
+    more = f" (+ {len(paths) - 1} files, one per time)" if len(paths) > 1 else ""
+    print(f"pinnkit: {what} written to {paths[0]}{more}", file=sys.stderr)
     return 0
 
 
@@ -56,8 +67,9 @@ def register(sub) -> None:
     where.add_argument("--points", metavar="FILE",
                        help="CSV/NPZ/NetCDF file with one column per coordinate")
     where.add_argument("--grid", metavar="SPEC",
-                       help="'N' per coordinate over the domain's box, or 'x=lo:hi:n,t=lo:hi:n'")
-    p.add_argument("--out", required=True, metavar="FILE", help="output .csv, .npz or .nc")
+                       help="'N' per coordinate over the domain's box, or 'x=lo:hi:n,t=lo:hi:n' "
+                            "(on the sphere: lat, lon in degrees, t)")
+    p.add_argument("--out", required=True, metavar="FILE", help="output .csv, .npz, .nc, .vtu or .vts")
     p.add_argument("--batch", type=int, metavar="N", help="points per device per batch (default eval.batch)")
     p.set_defaults(func=cmd_predict)
     e = sub.add_parser("export", help="export the trained solution as a jax.export artifact")

@@ -5,7 +5,7 @@ and spherical coordinates.
 Every rule is a `jax.custom_jvp`: forward mode composes (so the `Taylor` method, `jacfwd`
 and `jax.hessian` work through them) and reverse mode comes by transposition, so
 `jax.grad` of a loss built on any derivative of them works too. None is a `custom_vjp`,
-which would forbid forward mode (see DESIGN.md, "Policy for custom rules"); no backward
+which would forbid forward mode (docs/diffops.md, custom rules); no backward
 pass here needed one.
 
 Two families:

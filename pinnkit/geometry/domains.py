@@ -87,8 +87,43 @@ class AbstractDomain(eqx.Module):
     def sample(self, key, n: int, piece: str = "interior", dtype=jnp.float32) -> Points:
         """``n`` points drawn uniformly (by measure) on ``piece``. Shape ``(n, dim)``."""
         self.check_piece(piece)
-        u = jax.random.uniform(key, (n, self.dim), dtype=dtype)
-        return self.from_unit(u, piece)
+        u = jax.random.uniform(key, (self.unit_rows(n, piece), self.dim), dtype=dtype)
+        return self.points(u, piece, n)
+
+    # Sampling by rejection (`pinnkit.geometry` shapes). A domain that is an exact image
+    # of the unit cube keeps the defaults: acceptance 1, ``points == from_unit``.
+    def acceptance(self, piece: str) -> float:
+        """Expected fraction of `candidates` that lie on ``piece`` (1: no rejection)."""
+        return 1.0
+
+    def candidates(self, u: Float[Array, "m d"], piece: str) -> tuple[Points, Bool[Array, " m"]]:
+        """Candidate points from unit-cube rows ``u`` and whether each lies on ``piece``."""
+        return self.from_unit(u, piece), jnp.ones((u.shape[0],), bool)
+
+    def unit_rows(self, n: int, piece: str) -> int:
+        """How many unit-cube rows `points` needs for ``n`` points of ``piece``: ``n``
+        without rejection, else enough that a shortfall has probability below 1e-9."""
+        p = self.acceptance(piece)
+        if p >= 1.0:
+            return n
+        from .sampling import oversample
+
+        return oversample(n, p)
+
+    def points(self, u: Float[Array, "m d"], piece: str, n: int) -> Points:
+        """``n`` points of ``piece`` from ``unit_rows(n, piece)`` unit-cube rows ``u``
+        (fixed shapes: usable inside `jax.jit` and `shard_map`)."""
+        if self.acceptance(piece) >= 1.0:
+            return self.from_unit(u, piece)
+        from .sampling import select
+
+        x, keep = self.candidates(u, piece)
+        return select(x, keep, n)
+
+    def inside(self, points):
+        """Which of ``points`` (numpy ``(n, dim)``, e.g. an evaluation grid over the bounding
+        box) lie in the domain; None when the domain fills its bounding box."""
+        return None
 
     def grid(self, resolution: int | Sequence[int]) -> tuple[Points, tuple[int, ...]]:
         """A tensor grid over the bounding box, ``indexing="ij"`` in ``coords`` order.
@@ -243,10 +278,11 @@ class SpaceTime(AbstractDomain):
 
     Coordinates: ``("t", *space.coords)``. Pieces: ``"interior"``, ``"initial"`` (the slice
     $t = t_0$, sampled over $\\Omega$), and every boundary of ``space`` (sampled over all
-    $t$), including its ``"boundary"`` union.
+    $t$), including its ``"boundary"`` union. ``space`` is a `Box` or any shape of
+    `pinnkit.geometry` (then sampled by rejection in space, uniformly in $t$).
     """
 
-    space: Box
+    space: AbstractDomain
     t0: float = eqx.field(static=True)
     t1: float = eqx.field(static=True)
 
@@ -289,3 +325,21 @@ class SpaceTime(AbstractDomain):
 
     def contains(self, x):
         return (x[0] >= self.t0) & (x[0] <= self.t1) & self.space.contains(x[1:])
+
+    def _space_piece(self, piece: str) -> str:
+        return "interior" if piece == "initial" else piece
+
+    def acceptance(self, piece):
+        self.check_piece(piece)
+        return self.space.acceptance(self._space_piece(piece))
+
+    def candidates(self, u, piece):
+        self.check_piece(piece)
+        t = self.t0 + u[:, :1] * (self.t1 - self.t0)
+        if piece == "initial":
+            t = jnp.full_like(t, self.t0)
+        x, keep = self.space.candidates(u[:, 1:], self._space_piece(piece))
+        return jnp.concatenate([t, x], axis=1), keep
+
+    def inside(self, points):
+        return self.space.inside(points[:, 1:])

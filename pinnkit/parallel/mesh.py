@@ -154,7 +154,9 @@ def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch:
     errors = {}
     if problem.reference is not None:
         _, ref = predict_sharded(problem.reference, pts, mesh, batch, dtype)
-        errors = field_errors_sharded(problem.out_names, problem.mean_free, pred, ref)
+        inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
+        ok = slice(None) if inside is None else inside[rows]
+        errors = field_errors_sharded(problem.out_names, problem.mean_free, pred[ok], ref[ok])
     if not grid:
         return errors, None
 

@@ -1,6 +1,7 @@
 """The physics wing: a PDE problem as data (`Problem`), its pointwise loss terms,
 coefficients (learnt or fixed) and observations. It knows no training."""
 
+from .constraints import InitialValue as InitialValue
 from .problem import Problem as Problem
 from .terms import AbstractTerm as AbstractTerm
 from .terms import Dirichlet as Dirichlet

@@ -42,6 +42,10 @@ class Problem(eqx.Module):
       `enforced`: the names of the terms it makes redundant (dropped from the loss).
     - `mean_free`: fields defined up to a constant (pressure): errors subtract means.
     - `name`, `description`: for listings and plots.
+    - `units`: ``{coordinate or field: unit}`` for the quantities that have one, as
+      UDUNITS strings (``"day"``, ``"degC"``, ``"m s-1"``; ``"1"`` for dimensionless):
+      axis and colour-bar labels, NetCDF ``units`` attributes. Names not given are
+      labelled without a unit (a non-dimensional problem gives none).
     - `metrics`: optional problem-specific figures for ``summary.json`` (e.g. Williamson's
       normalised errors on the sphere): ``metrics(predict) -> dict`` where
       ``predict(points (n, dim) numpy) -> (n, len(out_names)) numpy`` evaluates the trained
@@ -60,6 +64,8 @@ class Problem(eqx.Module):
     name: str = eqx.field(static=True, default="problem")
     description: str = eqx.field(static=True, default="")
     metrics: Callable | None = eqx.field(static=True, default=None)
+    # (name, unit) pairs: a static field must be hashable; `units_map` is the dict
+    units: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
 
     def __init__(
         self,
@@ -76,6 +82,7 @@ class Problem(eqx.Module):
         name="problem",
         description="",
         metrics=None,
+        units: Mapping[str, str] | None = None,
     ):
         self.domain = domain
         self.out_names = tuple(out_names)
@@ -102,6 +109,7 @@ class Problem(eqx.Module):
         self.name = name
         self.description = description
         self.metrics = metrics
+        self.units = tuple((str(k), str(v)) for k, v in (units or {}).items())
 
     def __check_init__(self):
         pieces = self.domain.pieces()
@@ -117,6 +125,13 @@ class Problem(eqx.Module):
                         f"term {k!r} constrains field {fname!r}, but the problem's fields "
                         f"are {self.out_names}"
                     )
+        named = set(self.domain.coords) | set(self.out_names)
+        stray = sorted(k for k, _ in self.units if k not in named)
+        if stray:
+            raise ValueError(
+                f"units name {stray}, which are neither coordinates {self.domain.coords} nor "
+                f"fields {self.out_names} of this problem"
+            )
         unknown = set(self.trainable) - set(self.coeffs)
         if unknown:
             raise ValueError(
@@ -126,6 +141,11 @@ class Problem(eqx.Module):
         missing = set(self.enforced) - set(self.terms)
         if missing:
             raise ValueError(f"enforced terms {sorted(missing)} are not terms of this problem")
+
+    @property
+    def units_map(self) -> dict[str, str]:
+        """``{name: unit}`` of the coordinates and fields with a declared unit."""
+        return dict(self.units)
 
     @property
     def layout(self) -> Layout:

@@ -1,8 +1,18 @@
 """Figures of a run: solution, reference and error maps per field; loss curves per term.
 
 Uses matplotlib's non-interactive Agg backend when writing files, so it works on
-clusters without a display. 1-D problems give line plots, 2-D problems (including
-``(t, x)``) images, 3-D problems the mid-plane slice of the last coordinate.
+clusters without a display. What each problem gets:
+
+- steady 1-D: the field and the reference as lines, the error on a log scale;
+- steady 2-D: maps over ``(x, y)``; 3-D: the map of one slice of the last coordinate;
+- time-dependent, 1-D in space: the ``(t, x)`` maps and profiles at several times;
+- time-dependent, 2-D or 3-D in space: spatial maps at three times (start, middle, end);
+- the sphere: `pinnkit.plot.sphere` maps at three times.
+
+Prediction and reference share one colour scale; spatial maps have equal aspect when
+their axes share a unit; every axis and colour bar carries the unit the problem
+declares (`pinnkit.Problem` ``units``). A slice of a trailing coordinate is taken in
+the middle unless the field (reference if known) nearly vanishes there (`choose_slice`).
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..sphere.domain import Sphere
+
+_PRETTY = {"degC": "°C", "K": "K", "1": ""}
 
 
 def _plt():
@@ -24,41 +36,173 @@ def _plt():
     return plt
 
 
-def _as_2d(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    v = values.reshape(shape)
-    while v.ndim > 2:  # take the middle slice of trailing coordinates
-        v = v[..., v.shape[-1] // 2]
-    return v
+def unit_text(name: str, units: dict[str, str]) -> str:
+    """The unit of ``name`` for a label (``"°C"`` for ``degC``; ``""`` if dimensionless
+    or unknown)."""
+    u = units.get(name, "")
+    return _PRETTY.get(u, u)
 
 
-def field_figure(coords, bounds, shape, pred, ref, name: str):
-    """Figure with prediction, reference and |error| of one field (1-D: overlaid lines)."""
+def label(name: str, units: dict[str, str]) -> str:
+    """``"t (day)"``, ``"T (°C)"``, or the bare name without a (dimensional) unit."""
+    u = unit_text(name, units)
+    return f"{name} ({u})" if u else name
+
+
+def choose_slice(values: np.ndarray, axis: int = -1, floor: float = 0.1) -> int:
+    """The index along ``axis`` to show a slice of ``values`` at: the middle one, unless
+    its RMS is below ``floor`` times the largest slice RMS (a slice through a zero of the
+    field, e.g. $\\sin y$ at $y = \\pi$), then the slice of largest RMS."""
+    v = np.moveaxis(np.asarray(values, np.float64), axis, 0)
+    rms = np.sqrt(np.nanmean(v.reshape(v.shape[0], -1) ** 2, axis=1))
+    mid = v.shape[0] // 2
+    return mid if rms[mid] >= floor * np.nanmax(rms) else int(np.nanargmax(rms))
+
+
+def _limits(*arrays) -> tuple[float, float]:
+    vals = [np.asarray(a) for a in arrays if a is not None]
+    return float(min(np.nanmin(v) for v in vals)), float(max(np.nanmax(v) for v in vals))
+
+
+def _axes_of(domain, shape) -> dict[str, np.ndarray]:
+    lo, hi = domain.bounds()
+    return {c: np.linspace(a, b, n) for c, a, b, n in zip(domain.coords, lo, hi, shape, strict=True)}
+
+
+def field_figure(domain, shape, pred, ref, name: str, units: dict[str, str] | None = None,
+                 mean_free: bool = False):
+    """Prediction, reference and |error| of field ``name`` on a box grid of ``shape``
+    (``indexing="ij"`` over ``domain.coords``); the layouts of the module docstring.
+    ``mean_free``: a field defined up to a constant (pressure; up to a function of time
+    when time-dependent) is shown with its spatial mean removed, as its errors are."""
+    units = dict(units or {})
+    coords = list(domain.coords)
+    P = np.asarray(pred).reshape(shape)
+    R = None if ref is None else np.asarray(ref).reshape(shape)
+    ax_of = _axes_of(domain, shape)
+    if "t" in coords:
+        it = coords.index("t")
+        P = np.moveaxis(P, it, 0)
+        R = None if R is None else np.moveaxis(R, it, 0)
+    if mean_free:
+        space = tuple(range(1 if "t" in coords else 0, P.ndim))
+        P = P - np.mean(P, axis=space, keepdims=True)
+        R = None if R is None else R - np.mean(R, axis=space, keepdims=True)
+        if name in units:
+            units[f"{name} (mean removed)"] = units[name]
+        name = f"{name} (mean removed)"
+    if "t" in coords:
+        space = [c for c in coords if c != "t"]
+        if len(space) == 1:
+            return _time_line_figure(ax_of, space[0], P, R, name, units)
+        k = np.linspace(0, P.shape[0] - 1, 3).round().astype(int)
+        tu = unit_text("t", units)
+        times = [(f"t = {ax_of['t'][i]:.3g}" + (f" {tu}" if tu else ""), P[i], None if R is None else R[i])
+                 for i in k]
+        return _maps_figure(ax_of, space, times, name, units)
+    if len(coords) == 1:
+        return _line_figure(ax_of[coords[0]], coords[0], P, R, name, units)
+    return _maps_figure(ax_of, coords, [("", P, R)], name, units)
+
+
+def _line_figure(x, c, P, R, name, units):
     plt = _plt()
-    lo, hi = bounds
-    if len(shape) == 1:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
-        x = np.linspace(lo[0], hi[0], shape[0])
-        axes[0].plot(x, pred, label="pinnkit")
-        if ref is not None:
-            axes[0].plot(x, ref, "--", label="reference")
-            axes[1].semilogy(x, np.abs(pred - ref) + 1e-300)
-        axes[0].set(xlabel=coords[0], ylabel=name, title=name)
-        axes[0].legend()
-        axes[1].set(xlabel=coords[0], title=f"|error| of {name}")
-        return fig
-    panels = [("prediction", pred)]
-    if ref is not None:
-        panels += [("reference", ref), ("|error|", np.abs(pred - ref))]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4), constrained_layout=True)
-    axes = np.atleast_1d(axes)
-    # x horizontal, second coordinate vertical; for (t, x) put t horizontal, x vertical.
-    extent = (lo[0], hi[0], lo[1], hi[1])
-    for ax, (title, vals) in zip(axes, panels, strict=True):
-        img = _as_2d(vals, shape).T
-        cmap = "magma" if title == "|error|" else "viridis"
-        im = ax.imshow(img, origin="lower", extent=extent, aspect="auto", cmap=cmap)
-        ax.set(xlabel=coords[0], ylabel=coords[1], title=f"{name}: {title}")
-        fig.colorbar(im, ax=ax, shrink=0.85)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
+    axes[0].plot(x, P, label="pinnkit")
+    if R is not None:
+        axes[0].plot(x, R, "--", label="reference")
+        axes[1].semilogy(x, np.abs(P - R) + 1e-300)
+    axes[0].set(xlabel=label(c, units), ylabel=label(name, units), title=name)
+    axes[0].legend()
+    axes[1].set(xlabel=label(c, units), ylabel=f"|error| of {label(name, units)}", title=f"|error| of {name}")
+    return fig
+
+
+def _image(fig, ax, X, Y, V, *, cmap, vmin, vmax, equal, xlabel, ylabel, title, cbar):
+    im = ax.pcolormesh(X, Y, V, shading="nearest", cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if equal:
+        ax.set_aspect("equal")
+    fig.colorbar(im, ax=ax, shrink=0.85, label=cbar)
+
+
+def _maps_figure(ax_of, space, rows, name, units):
+    """Rows of (title, prediction, reference) maps over the first two spatial
+    coordinates; a third is sliced (`choose_slice`) at one index for every row."""
+    plt = _plt()
+    cx, cy = space[0], space[1]
+    note = ""
+    if len(space) == 3:
+        cz = space[2]
+        ref_or_pred = np.stack([r if r is not None else p for _, p, r in rows])
+        k = choose_slice(ref_or_pred, axis=-1)
+        rows = [(t, p[..., k], None if r is None else r[..., k]) for t, p, r in rows]
+        note = f"{cz} = {ax_of[cz][k]:.3g}"
+    has_ref = rows[0][2] is not None
+    ncol = 3 if has_ref else 1
+    fig, axes = plt.subplots(len(rows), ncol, figsize=(4.4 * ncol, 3.7 * len(rows)),
+                             constrained_layout=True, squeeze=False)
+    vmin, vmax = _limits(*(p for _, p, _ in rows), *(r for _, _, r in rows))
+    emax = max(float(np.nanmax(np.abs(p - r))) for _, p, r in rows) if has_ref else None
+    X, Y = np.meshgrid(ax_of[cx], ax_of[cy], indexing="ij")
+    equal = units.get(cx, "") == units.get(cy, "")
+    common = dict(equal=equal, xlabel=label(cx, units), ylabel=label(cy, units))
+    for row, (when, p, r) in zip(axes, rows, strict=True):
+        where = ", ".join(s for s in (when, note) if s)
+        suffix = f" ({where})" if where else ""
+        _image(fig, row[0], X, Y, p, cmap="viridis", vmin=vmin, vmax=vmax,
+               title=f"{name}: prediction{suffix}", cbar=label(name, units), **common)
+        if has_ref:
+            _image(fig, row[1], X, Y, r, cmap="viridis", vmin=vmin, vmax=vmax,
+                   title=f"{name}: reference{suffix}", cbar=label(name, units), **common)
+            _image(fig, row[2], X, Y, np.abs(p - r), cmap="magma", vmin=0.0, vmax=emax,
+                   title=f"|error|{suffix}", cbar=f"|error| of {label(name, units)}", **common)
+    return fig
+
+
+def _time_line_figure(ax_of, cx, P, R, name, units):
+    """``(t, x)`` problems: maps over time (horizontal) and space, and the profiles
+    $u(x)$ at four times, prediction solid and reference dashed."""
+    plt = _plt()
+    t, x = ax_of["t"], ax_of[cx]
+    has_ref = R is not None
+    ncol = 3 if has_ref else 1
+    fig = plt.figure(figsize=(4.6 * max(ncol, 2), 7.4), constrained_layout=True)
+    grid = fig.add_gridspec(2, 2 * ncol)
+    T, X = np.meshgrid(t, x, indexing="ij")
+    vmin, vmax = _limits(P, R)
+    common = dict(equal=False, xlabel=label("t", units), ylabel=label(cx, units))
+    top = [fig.add_subplot(grid[0, 2 * j:2 * j + 2]) for j in range(ncol)]
+    _image(fig, top[0], T, X, P, cmap="viridis", vmin=vmin, vmax=vmax, title=f"{name}: prediction",
+           cbar=label(name, units), **common)
+    if has_ref:
+        _image(fig, top[1], T, X, R, cmap="viridis", vmin=vmin, vmax=vmax, title=f"{name}: reference",
+               cbar=label(name, units), **common)
+        _image(fig, top[2], T, X, np.abs(P - R), cmap="magma", vmin=0.0, vmax=None, title="|error|",
+               cbar=f"|error| of {label(name, units)}", **common)
+    half = ncol  # bottom row: two panels, each half the width
+    prof = fig.add_subplot(grid[1, :half])
+    errs = fig.add_subplot(grid[1, half:]) if has_ref else None
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    tu = unit_text("t", units)
+    for j, i in enumerate(np.linspace(0, len(t) - 1, 4).round().astype(int)):
+        c = colours[j % len(colours)]
+        when = f"t = {t[i]:.3g}" + (f" {tu}" if tu else "")
+        prof.plot(x, P[i], color=c, label=when)
+        if has_ref:
+            prof.plot(x, R[i], "--", color=c, lw=1)
+            errs.semilogy(x, np.abs(P[i] - R[i]) + 1e-300, color=c, label=when)
+    if has_ref:  # an exact initial condition gives ~1e-16 errors: keep six decades in view
+        top = float(np.nanmax(np.abs(P - R)))
+        if top > 0:
+            errs.set_ylim(top * 1e-6, top * 2)
+    prof.set(xlabel=label(cx, units), ylabel=label(name, units),
+             title=f"{name} at four times" + (" (dashed: reference)" if has_ref else ""))
+    prof.legend(fontsize=8)
+    if has_ref:
+        errs.set(xlabel=label(cx, units), ylabel=f"|error| of {label(name, units)}",
+                 title="|error| at the same times")
+        errs.legend(fontsize=8)
     return fig
 
 
@@ -86,18 +230,26 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
     out = Path(run_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    bounds = problem.domain.bounds()
+    units = problem.units_map
     on_sphere = isinstance(problem.domain, Sphere)
-    if on_sphere:  # maps at the final time instead of box slices
+    if on_sphere:  # maps at three times instead of box slices
         from .sphere import fields_from_grid, map_figure
 
         sphere_fields = fields_from_grid(problem, grid)
+        nt = len(sphere_fields["time"])
+        times = sorted(set(np.linspace(0, nt - 1, 3).round().astype(int).tolist()))
+    inside = None if on_sphere else problem.domain.inside(grid["points"])  # shapes: mask the box
     for i, name in enumerate(problem.out_names):
         ref = grid["ref"][:, i] if grid.get("ref") is not None else None
+        pred = grid["pred"][:, i]
+        if inside is not None:  # NaN outside the shape: drawn blank
+            pred = np.where(inside, pred, np.nan)
+            ref = None if ref is None else np.where(inside, ref, np.nan)
         if on_sphere:
-            fig = map_figure(sphere_fields, name)
+            fig = map_figure(sphere_fields, name, times, units=units)
         else:
-            fig = field_figure(problem.domain.coords, bounds, grid["shape"], grid["pred"][:, i], ref, name)
+            fig = field_figure(problem.domain, grid["shape"], pred, ref, name, units,
+                               mean_free=name in problem.mean_free)
         p = out / f"{name}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)

@@ -140,6 +140,8 @@ def error_figure(fields: dict, title: str = ""):
         rel = np.linalg.norm(err) / max(np.linalg.norm(fields[name + "_ref"] - (np.mean(
             fields[name + "_ref"]) if name == "p" else 0.0)), 1e-300)
         _panel(fig, ax, fields, np.abs(err), f"|{name} error| (rel. L2 {rel:.1e})", "magma")
+    if "t" in fields:
+        title = f"{title} (at t = {float(fields['t']):.3g})".strip()
     if title:
         fig.suptitle(title)
     return fig

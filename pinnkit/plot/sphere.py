@@ -78,66 +78,136 @@ def fields_from_grid(problem, grid: dict) -> dict[str, np.ndarray]:
     return out
 
 
-def _wrapped(lon_deg: np.ndarray, values: np.ndarray):
-    """Longitudes in radians on [-π, π) (sorted) with the values' last axis permuted alike."""
-    lam = np.radians((lon_deg + 180.0) % 360.0 - 180.0)
-    order = np.argsort(lam)
-    return lam[order], values[..., order]
+def periodic_cells(lon_deg: np.ndarray, start: float = -180.0) -> tuple[np.ndarray, np.ndarray]:
+    """Cell edges in longitude (degrees) covering ``[start, start + 360]`` whole, and for
+    every cell the index of the grid longitude it shows (nearest, periodically): the
+    cell around a node next to the seam is split in two, so no column is left empty."""
+    lon = np.asarray(lon_deg, np.float64)
+    c = np.sort(np.mod(lon - start, 360.0))
+    mids = 0.5 * (c + np.concatenate([c[1:], c[:1] + 360.0]))
+    edges = np.unique(np.concatenate([[0.0, 360.0], np.mod(mids, 360.0)]))
+    centre = 0.5 * (edges[:-1] + edges[1:])
+    dist = np.abs(np.mod(centre[:, None] - np.mod(lon - start, 360.0)[None, :] + 180.0, 360.0) - 180.0)
+    return edges + start, np.argmin(dist, axis=1)
+
+
+def latitude_edges(lat_deg: np.ndarray) -> np.ndarray:
+    """Edges of latitude cells around the nodes, the outer ones on the poles (a Gaussian
+    grid has no node there): the polar caps show the nearest ring."""
+    lat = np.asarray(lat_deg, np.float64)
+    return np.concatenate([[-90.0], 0.5 * (lat[1:] + lat[:-1]), [90.0]])
+
+
+def _refined(edges: np.ndarray, max_width: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """Edges with every cell split into pieces at most ``max_width`` degrees wide, and for
+    each piece the index of its cell: a projected map draws straight cell sides, and
+    wide cells would leave slivers along the curved outline of the globe."""
+    pieces = np.maximum(1, np.ceil(np.diff(edges) / max_width).astype(int))
+    fine = [np.linspace(a, b, k + 1)[:-1] for a, b, k in zip(edges[:-1], edges[1:], pieces, strict=True)]
+    return np.concatenate([*fine, edges[-1:]]), np.repeat(np.arange(edges.size - 1), pieces)
+
+
+_LON_TICKS = (-120, -60, 0, 60, 120)
+
+
+def _lon_name(d: float) -> str:
+    d = (d + 180.0) % 360.0 - 180.0
+    return "0°" if d == 0 else (f"{abs(d):g}°W" if d < 0 else f"{d:g}°E")
 
 
 def map_axes(ax, lon, lat, values, *, title: str = "", cmap: str = "viridis", projected: bool = True,
              vmin=None, vmax=None):
-    """Draws ``values`` ``(nlat, nlon)`` on ``ax``: a projected axes (``projection=
-    "mollweide"`` or ``"hammer"``, radians) when ``projected``, else a plain lat–lon
-    axes in degrees. Returns the mappable for a colour bar."""
+    """Draws ``values`` ``(nlat, nlon)`` over the whole globe on ``ax``: a projected axes
+    (``projection="mollweide"`` or ``"hammer"``, radians, longitudes -180..180) when
+    ``projected``, else a plain lat–lon axes in degrees (0..360 °E). Cells are centred on
+    the grid nodes and reach the poles and across the date line (`periodic_cells`,
+    `latitude_edges`). Returns the mappable for a colour bar."""
+    start = -180.0 if projected else 0.0
+    lon_edges, idx = periodic_cells(lon, start)
+    lat_edges = latitude_edges(lat)
+    v = np.asarray(values)[:, idx]
     if projected:
-        lam, v = _wrapped(lon, values)
-        im = ax.pcolormesh(lam, np.radians(lat), v, shading="auto", cmap=cmap, vmin=vmin, vmax=vmax)
+        (lon_edges, i_lon), (lat_edges, i_lat) = _refined(lon_edges), _refined(lat_edges)
+        v = v[i_lat][:, i_lon]
+        im = ax.pcolormesh(np.radians(lon_edges), np.radians(lat_edges), v, shading="flat", cmap=cmap,
+                           vmin=vmin, vmax=vmax, rasterized=True)
         ax.grid(True, lw=0.3)
-        ax.set_xticklabels([])
+        ax.set_xticks(np.radians(_LON_TICKS))
+        ax.set_xticklabels([_lon_name(d) for d in _LON_TICKS], fontsize=7)
+        ax.set_yticks(np.radians([-60, -30, 0, 30, 60]))
+        ax.set_yticklabels(["60°S", "30°S", "0°", "30°N", "60°N"], fontsize=7)
+        ax.set_xlabel("longitude", fontsize=8)
+        ax.set_ylabel("latitude", fontsize=8)
     else:
-        im = ax.pcolormesh(lon, lat, values, shading="auto", cmap=cmap, vmin=vmin, vmax=vmax)
-        ax.set(xlabel="longitude (°E)", ylabel="latitude (°N)")
+        im = ax.pcolormesh(lon_edges, lat_edges, v, shading="flat", cmap=cmap, vmin=vmin, vmax=vmax)
+        ax.set(xlabel="longitude (°E)", ylabel="latitude (°N)", xlim=(0, 360), ylim=(-90, 90))
+        ax.set_aspect("equal")
     ax.set_title(title, fontsize=10)
     return im
 
 
-def map_figure(fields: dict, name: str, time_index: int = -1, projection: str | None = "mollweide"):
-    """Prediction, reference and error of field ``name`` at one time: a row of maps
-    (``projection`` = a matplotlib projection name, or None for plain lat–lon axes)."""
+def map_figure(fields: dict, name: str, time_index: int | list[int] = -1,
+               projection: str | None = "mollweide", units: dict[str, str] | None = None):
+    """Prediction, reference and error of field ``name``: one row of maps per time in
+    ``time_index`` (an index or a list of indices into ``fields["time"]``); ``projection``
+    a matplotlib projection name, or None for plain lat–lon axes. Prediction and
+    reference share one colour scale, the error a symmetric one over all rows."""
+    from .fields import label, unit_text
+
     plt = _plt()
-    t = fields["time"][time_index]
-    panels = [("prediction", fields[name][time_index], "viridis")]
-    if f"{name}_ref" in fields:
-        ref = fields[f"{name}_ref"][time_index]
-        panels += [("reference", ref, "viridis"), ("error", fields[name][time_index] - ref, "RdBu_r")]
-    fig = plt.figure(figsize=(5.2 * len(panels), 3.4), constrained_layout=True)
-    for k, (title, vals, cmap) in enumerate(panels):
-        ax = fig.add_subplot(1, len(panels), k + 1, projection=projection)
-        lim = float(np.max(np.abs(vals))) if cmap == "RdBu_r" else None
-        im = map_axes(ax, fields["lon"], fields["lat"], vals, title=f"{name} {title}, t = {t:.3g}",
-                      cmap=cmap, projected=projection is not None,
-                      vmin=-lim if lim else None, vmax=lim)
-        fig.colorbar(im, ax=ax, orientation="horizontal", shrink=0.7, pad=0.04)
+    units = dict(units or {})
+    rows = [time_index] if np.ndim(time_index) == 0 else list(time_index)
+    has_ref = f"{name}_ref" in fields
+    ncol = 3 if has_ref else 1
+    pred = [fields[name][k] for k in rows]
+    ref = [fields[f"{name}_ref"][k] for k in rows] if has_ref else []
+    vmin = float(min(np.nanmin(v) for v in pred + ref))
+    vmax = float(max(np.nanmax(v) for v in pred + ref))
+    elim = max(float(np.nanmax(np.abs(p - r))) for p, r in zip(pred, ref, strict=True)) if has_ref else 0
+    elim = elim or 1e-30
+    fig = plt.figure(figsize=(5.2 * ncol, 3.5 * len(rows)), constrained_layout=True)
+    tu = unit_text("t", units)
+    for j, k in enumerate(rows):
+        t = f"t = {fields['time'][k]:.3g}" + (f" {tu}" if tu else "")
+        panels = [("prediction", pred[j], "viridis", vmin, vmax)]
+        if has_ref:
+            panels += [("reference", ref[j], "viridis", vmin, vmax),
+                       ("error", pred[j] - ref[j], "RdBu_r", -elim, elim)]
+        for i, (title, vals, cmap, lo, hi) in enumerate(panels):
+            ax = fig.add_subplot(len(rows), ncol, j * ncol + i + 1, projection=projection)
+            im = map_axes(ax, fields["lon"], fields["lat"], vals, title=f"{name} {title}, {t}",
+                          cmap=cmap, projected=projection is not None, vmin=lo, vmax=hi)
+            what = label(name, units) if title != "error" else f"error of {label(name, units)}"
+            fig.colorbar(im, ax=ax, orientation="horizontal", shrink=0.7, pad=0.04, label=what)
     return fig
 
 
-def hovmoller_figure(fields: dict, name: str, lat: float = 0.0):
+def hovmoller_figure(fields: dict, name: str, lat: float = 0.0, units: dict[str, str] | None = None):
     """Hovmöller diagram: field ``name`` at the grid latitude nearest ``lat`` (degrees)
-    against longitude (horizontal) and time (vertical), prediction and (if known) error."""
+    against longitude (horizontal) and time (vertical, in the problem's time unit),
+    prediction and (if known) error."""
+    from .fields import label
+
     plt = _plt()
+    units = dict(units or {})
     j = int(np.argmin(np.abs(fields["lat"] - lat)))
     panels = [("prediction", fields[name][:, j, :], "viridis")]
     if f"{name}_ref" in fields:
         panels.append(("error", fields[name][:, j, :] - fields[f"{name}_ref"][:, j, :], "RdBu_r"))
+    lon_edges, idx = periodic_cells(fields["lon"], 0.0)
+    t = np.asarray(fields["time"], np.float64)
+    if t.size > 1:  # rows centred on the times, the outer ones ending at t0 and t1
+        t_edges = np.concatenate([[t[0]], 0.5 * (t[1:] + t[:-1]), [t[-1]]])
+    else:
+        t_edges = np.array([t[0] - 0.5, t[0] + 0.5])
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), constrained_layout=True)
     for ax, (title, vals, cmap) in zip(np.atleast_1d(axes), panels, strict=True):
-        lim = float(np.max(np.abs(vals))) if cmap == "RdBu_r" else None
-        im = ax.pcolormesh(fields["lon"], fields["time"], vals, shading="auto", cmap=cmap,
+        lim = float(np.max(np.abs(vals))) or 1e-30 if cmap == "RdBu_r" else None
+        im = ax.pcolormesh(lon_edges, t_edges, vals[:, idx], shading="flat", cmap=cmap,
                            vmin=-lim if lim else None, vmax=lim)
-        ax.set(xlabel="longitude (°E)", ylabel="time",
+        ax.set(xlabel="longitude (°E)", ylabel=label("t", units), xlim=(0, 360),
                title=f"{name} {title} at latitude {fields['lat'][j]:.1f}°")
-        fig.colorbar(im, ax=ax)
+        fig.colorbar(im, ax=ax, label=label(name, units) if cmap == "viridis" else f"error of {name}")
     return fig
 
 
@@ -166,41 +236,40 @@ def animate(run, name: str, path: str | Path, frames: int = 12, nlat: int = 32, 
     return path
 
 
-def _stored(v) -> np.ndarray:
-    a = np.asarray(v)
-    return a.astype(np.float64 if a.dtype == np.float64 else np.float32)
+def to_netcdf(fields: dict, path: str | Path, *, title: str = "pinnkit", units: dict[str, str] | None = None,
+              time_units: str | None = None, engine: str | None = None) -> Path:
+    """Writes `latlon_fields` output as CF-1.8 NetCDF that ``xarray.open_dataset(path)``
+    opens with its default arguments: ``time``, ``lat``, ``lon`` coordinate variables
+    (``axis``, ``units``; ``standard_name`` latitude/longitude), time a number in the
+    problem's unit (``units["t"]``, or `time_units`; a duration from the initial state),
+    fields with their ``units`` when known (`pinnkit.Problem` ``units``). Fields are
+    stored as float32, float64 ones (a ``numerics.x64`` run) as float64 so that the file
+    round-trips exactly. Needs xarray (extra ``netcdf``); ``engine`` None lets xarray
+    choose (netCDF4, h5netcdf or scipy). Writer: `pinnkit.run.writers.to_netcdf`."""
+    from ..run.gridded import Gridded
+    from ..run.writers import to_netcdf as write_grid
 
-
-def to_netcdf(fields: dict, path: str | Path, *, title: str = "pinnkit", time_units: str = "days",
-              engine: str | None = None) -> Path:
-    """Writes `latlon_fields` output to NetCDF with CF-1.8 metadata (``lat``/``lon``
-    coordinate variables with ``units``, ``standard_name``, ``axis``; ``time`` with
-    units ``"<time_units> since 0001-01-01"`` kept as numbers). Fields are stored as
-    float32, float64 ones (a ``numerics.x64`` run) as float64 so the file round-trips
-    exactly. Needs xarray (extra
-    ``netcdf``); ``engine`` None lets xarray choose (netCDF4, h5netcdf or scipy)."""
-    try:
-        import xarray as xr
-    except ImportError:
-        raise PinnkitError("NetCDF export needs xarray: pip install 'pinnkit[netcdf]'") from None
-    coords = {
-        "time": ("time", fields["time"], {"standard_name": "time", "axis": "T",
-                                          "units": f"{time_units} since 0001-01-01", "calendar": "none"}),
-        "lat": ("lat", fields["lat"], {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}),
-        "lon": ("lon", fields["lon"], {"standard_name": "longitude", "units": "degrees_east", "axis": "X"}),
-    }
-    data = {k: (("time", "lat", "lon"), _stored(v), {"long_name": k})
-            for k, v in fields.items() if k not in coords}
-    ds = xr.Dataset(data, coords=coords, attrs={"Conventions": "CF-1.8", "title": title,
-                                                "source": "pinnkit PINN"})
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ds.to_netcdf(path, engine=engine)
-    return path
+    units = {k: v for k, v in (units or {}).items()}
+    if time_units is not None:
+        units["t"] = time_units
+    units.update(lat="degrees_north", lon="degrees_east")
+    if "t" in units:
+        units["time"] = units["t"]
+    dims = ("time", "lat", "lon")
+    axes = {d: np.asarray(fields[d]) for d in dims}
+    data = {k: np.asarray(v) for k, v in fields.items() if k not in dims}
+    grid = Gridded(dims, axes, np.zeros((0, 4)), ("t", "x", "y", "z"), data, None,
+                   {k: v for k, v in units.items() if k in dims or k.removesuffix("_ref") in data},
+                   {"title": title})
+    for k in data:  # a reference field has its field's unit
+        if k.endswith("_ref") and k.removesuffix("_ref") in units:
+            grid.units[k] = units[k.removesuffix("_ref")]
+    return write_grid(grid, path, engine=engine)
 
 
 def write_sphere_plots(run, nlat: int = 48) -> list[Path]:
-    """``plots/<field>_map.png`` (final time, Mollweide) and ``plots/<field>_hovmoller.png``
+    """``plots/<field>_map.png`` (start, middle and final time, Mollweide) and
+    ``plots/<field>_hovmoller.png``
     (equator, time-dependent problems) for every field of ``run``."""
     plt = _plt()
     dom = _sphere(run.problem)
@@ -210,8 +279,10 @@ def write_sphere_plots(run, nlat: int = 48) -> list[Path]:
     f = latlon_fields(run, times, nlat)
     paths = []
     for name in run.problem.out_names:
-        for kind, fig in (("map", map_figure(f, name)),
-                          ("hovmoller", hovmoller_figure(f, name) if dom.timed else None)):
+        units = run.problem.units_map
+        rows = [0, len(f["time"]) // 2, len(f["time"]) - 1] if dom.timed else [0]
+        for kind, fig in (("map", map_figure(f, name, rows, units=units)),
+                          ("hovmoller", hovmoller_figure(f, name, units=units) if dom.timed else None)):
             if fig is None:
                 continue
             p = out / f"{name}_{kind}.png"

@@ -20,10 +20,12 @@ from .navier_stokes import (
     taylor_green,
 )
 from .poisson import poisson, poisson2d
+from .poisson_domain import poisson_domain
 
 PROBLEMS = {
     "poisson2d": poisson2d,
     "poisson": poisson,
+    "poisson_domain": poisson_domain,
     "expression": expression,
     "kovasznay": kovasznay,
     "lid_driven_cavity": lid_driven_cavity,

@@ -1,4 +1,4 @@
-r"""Climate-style problems (benchmarks C1–C4 of ``../shared/BENCHMARKS.md``).
+r"""Climate-style problems (benchmarks C1–C4, defined in ``docs/benchmarks.md``).
 
 Parameters are given in physical units; each factory non-dimensionalises inside:
 lengths by the Earth's radius $a$ (the `pinnkit.sphere.Sphere` has radius 1), time in
@@ -17,7 +17,7 @@ operators are those of `pinnkit.sphere.ops` (regular at the poles).
   against a spectral reference (dinosaur, the optional ``climate`` extra).
 
 Every problem on the sphere has an exact initial condition through a hard constraint
-(`InitialValue`) and reports Williamson's normalised area-weighted errors at the final
+(`pinnkit.InitialValue`) and reports Williamson's normalised area-weighted errors at the final
 time in ``summary.json`` (``metrics``).
 """
 
@@ -28,11 +28,11 @@ import math
 import os
 from collections.abc import Callable, Sequence
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
 from ..geometry.domains import Interval, SpaceTime
+from ..physics.constraints import InitialValue
 from ..physics.problem import Problem
 from ..physics.terms import Equation, Initial
 from ..sphere import ops as S
@@ -50,37 +50,6 @@ from .inverse import _p2, _p4, ebm_steady_modes
 
 YEAR = 365.25 * DAY
 WIND = ("u_x", "u_y", "u_z")
-
-
-class InitialValue(eqx.Module):
-    """Exact initial condition: $y_i(t, x) = g_i(x) + s_i\\,\\phi(t)\\,N_i(t, x)$ with
-    $\\phi = (t - t_0)/(t_1 - t_0)$, or $\\phi = 1 - e^{-(t - t_0)/\\tau}$ when ``tau`` is given.
-
-    ``value(x) -> (m,)`` must use only the unit vector $\\mathbf x/|\\mathbf x|$ on the
-    sphere (fields stay 0-homogeneous); ``scales`` $s_i$ (one per output) set the size of
-    the change an O(1) network output stands for. With the linear ramp the network must
-    output $N \\approx (t_1 - t_0)\\,\\partial_t y / s$ near $t_0$: for a fast local change
-    (a bell moving its own width in $\\tau \\ll t_1 - t_0$) the saturating ramp keeps
-    $N$ O(1) over the whole interval.
-    """
-
-    t0: float = eqx.field(static=True)
-    t1: float = eqx.field(static=True)
-    value: Callable = eqx.field(static=True)
-    scales: tuple[float, ...] = eqx.field(static=True)
-    tau: float | None = eqx.field(static=True, default=None)
-
-    def restart(self, t0: float, t1: float, value: Callable) -> InitialValue:
-        """The same constraint on $[t_0, t_1]$ from the state ``value(x) -> (m,)`` (time
-        marching, `pinnkit.train.windows`: the previous window's network at $t_0$)."""
-        return InitialValue(t0, t1, value, self.scales, self.tau)
-
-    def __call__(self, x, y):
-        if self.tau is None:
-            phi = (x[0] - self.t0) / (self.t1 - self.t0)
-        else:
-            phi = 1.0 - jnp.exp(-(x[0] - self.t0) / self.tau)
-        return self.value(x) + phi * jnp.asarray(self.scales, y.dtype) * y
 
 
 def _unit(x):
@@ -174,14 +143,17 @@ def _reference_at(reference: Callable, pts: np.ndarray) -> np.ndarray:
 
 
 def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4, C: float = 4.1813e7,
-        years: float = 5.0, T0: float = 12.0, T2: float = -40.0, T_scale: float = 20.0) -> Problem:
-    r"""C1: the time-dependent 1-D diffusive energy-balance model (North 1975), $x = \sin\varphi$:
+        years: float = 5.0, T0: float = 12.0, T2: float = -40.0, T_scale: float = 20.0,
+        a0: float = 0.7, a2: float = 0.078, s2: float = 0.48) -> Problem:
+    r"""C1: the time-dependent 1-D diffusive energy-balance model (North 1975) in $x = \sin\varphi$.
 
     $$C\,T_t = D\,\partial_x[(1 - x^2)T_x] - (A + BT) + Q\,s(x)\,a(x),$$
-    $s = 1 - 0.48P_2$, $a = 0.7 - 0.078P_2$; $T$ in °C, $T(x, 0) = T_0 + T_2P_2(x)$.
+    insolation $s = 1 - s_2P_2$, co-albedo (absorbed fraction) $a = a_0 - a_2P_2$; $T$ in
+    °C, $T(x, 0) = T_0 + T_2P_2(x)$.
 
-    **Units in** (defaults of BENCHMARKS.md C1): `A` W m⁻², `B` W m⁻² K⁻¹, `D` W m⁻² K⁻¹,
-    `Q` W m⁻², `C` J m⁻² K⁻¹, `years` the horizon, `T0`, `T2` the initial modes (°C).
+    **Units in** (defaults: benchmark C1, docs/benchmarks.md): `A` W m⁻², `B` W m⁻² K⁻¹,
+    `D` W m⁻² K⁻¹, `Q` W m⁻², `C` J m⁻² K⁻¹, `years` the horizon, `T0`, `T2` the initial
+    modes (°C); `a0`, `a2`, `s2` dimensionless (North's 0.7, 0.078, 0.48).
     **Inside**: $t$ in years, the equation divided by $B$ (terms in °C; the relaxation
     time $C/B \approx 0.66$ yr becomes the coefficient of $T_t$), the residual divided
     by `T_scale`. Coordinates ``(t, x)``, field ``T``. No boundary *value*: the operator
@@ -197,7 +169,7 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
         raise ValueError(f"ebm needs B, C, years, T_scale > 0 and D >= 0: actual B={B}, C={C}, "
                          f"years={years}, T_scale={T_scale}, D={D}")
     domain = SpaceTime(Interval(-1.0, 1.0), 0.0, years)
-    steady = ebm_steady_modes(D, A, B, Q)
+    steady = ebm_steady_modes(D, A, B, Q, a0=a0, a2=a2, s2=s2)
     start = (T0, T2, 0.0)
     c_yr = C / (B * YEAR)  # relaxation time C/B in years
     rates = [(B + n * (n + 1) * D) / (C / YEAR) for n in (0, 2, 4)]  # 1/yr
@@ -209,7 +181,7 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
 
     def energy(f, c):
         x = f.coord("x")
-        sa = (1 - 0.48 * _p2(x)) * (0.7 - 0.078 * _p2(x))
+        sa = (1 - s2 * _p2(x)) * (a0 - a2 * _p2(x))
         transport = c["D"] * ((1 - x * x) * f.partial("T", "x", "x") - 2 * x * f.partial("T", "x"))
         rhs = (transport - A - B * f["T"] + Q * sa) / B
         return (c_yr * f.partial("T", "t") - rhs) / T_scale
@@ -222,6 +194,7 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
         coeffs={"D": D}, reference=exact,
         hard_constraint=InitialValue(0.0, years, initial, (T_scale,)), enforced=("initial",),
         name="ebm", description=f"C1: diffusive energy-balance model, {years:g} years",
+        units={"t": "year", "x": "1", "T": "degC"},
     )
 
 
@@ -268,6 +241,7 @@ def tracer_transport(alpha: float = 0.0, days: float = 12.0, period_days: float 
         name="tracer_transport",
         description=f"C2: bell in solid-body rotation, alpha = {alpha:.4g}, {days:g} days",
         metrics=sphere_metrics(domain, exact, ("h",)),
+        units={"t": "day", "h": "1"},
     )
 
 
@@ -319,7 +293,14 @@ def williamson2(alpha: float = 0.0, days: float = 5.0, u0_ms: float = 38.61, gh0
         name="williamson2",
         description=f"C3: Williamson 2 steady geostrophic flow, alpha = {alpha:.4g}, {days:g} days",
         metrics=sphere_metrics(domain, state, fields, wind=WIND, height="h"),
+        units=_shallow_water_units(radius_m),
     )
+
+
+def _shallow_water_units(radius_m: float) -> dict[str, str]:
+    """UDUNITS strings of the non-dimensional shallow-water fields: winds in Earth radii
+    per day, the geopotential ``h`` in (radii per day)²."""
+    return {"t": "day", **{w: f"{radius_m:.6g} m day-1" for w in WIND}, "h": f"{radius_m**2:.6g} m2 day-2"}
 
 
 def _shallow_water_terms(axis) -> dict[str, Equation]:
@@ -393,6 +374,7 @@ def rossby_haurwitz(days: float = 1.0, wave: int = 4, omega_rh: float = 7.848e-6
         name="rossby_haurwitz",
         description=f"C4: Rossby–Haurwitz wave {R} (barotropic), {days:g} days",
         metrics=sphere_metrics(domain, exact, fields, mean_free=("psi",)),
+        units={"t": "day", "psi": f"{EARTH_RADIUS**2:.6g} m2 day-1", "zeta": "day-1"},
     )
 
 
@@ -494,6 +476,7 @@ def williamson6(days: float = 1.0, wave: int = 4, omega_rh: float = 7.848e-6, K_
         description=f"C4: Williamson 6 Rossby–Haurwitz wave {R} (shallow water), {days:g} days",
         metrics=sphere_metrics(domain, None, fields, wind=WIND, height="h", grid_reference=grid_reference)
         if with_reference else None,
+        units=_shallow_water_units(radius_m),
     )
 
 

@@ -31,8 +31,11 @@ import numpy as np
 
 from ..diffops import Autodiff, Fields
 from ..expr import Ex, ExprError, Resolver, Symbols, point_function, residual_function
+from ..geometry.config import build_domain, is_geometry
+from ..geometry.distance import DistanceDirichlet
 from ..geometry.domains import Box, SpaceTime
 from ..nn.layers import HardDirichlet
+from ..physics.constraints import InitialValue
 from ..physics.problem import Problem
 from ..physics.terms import Equation
 
@@ -69,13 +72,18 @@ def _constant(raw, key: str) -> float:
 
 def _domain(spec, key: str = f"{KEY}.domain"):
     spec = _mapping(spec, key, required=True)
+    # a shape: {difference: [...], t: [t0, t1]} (pinnkit.geometry.config); a mapping value
+    # is no range, so a misspelt shape kind gets the geometry builder's message
+    if is_geometry(spec) or any(isinstance(v, Mapping) for v in spec.values()):
+        return build_domain(spec, key)
     kind = spec.pop("kind", "box")
     if kind != "box" or _NOT_YET & set(spec):
         what = kind if kind != "box" else sorted(_NOT_YET & set(spec))[0]
         raise ExprError(
             f"{key}: {what!r} domains are not in pinnkit's core yet. An expression problem "
             "lives in a box, one [lower, upper] range per coordinate (e.g. {x: [0, 1], "
-            "y: [0, 1]}), optionally with a time interval t: [t0, t1]."
+            "y: [0, 1]}), or in a shape such as {disk: {center: [0, 0], radius: 1}} "
+            "(docs/geometry.md), optionally with a time interval t: [t0, t1]."
         )
     ranges = {}
     for c, r in spec.items():
@@ -146,7 +154,7 @@ class _Builder:
             if "where" in spec:
                 raise ExprError(f"{key}: give 'where' or its alias 'on', not both.")
             spec["where"] = spec.pop("on")
-        allowed = ("where", "fields", *KINDS)
+        allowed = ("where", "fields", "hard", *KINDS)
         for k in spec:
             if k == "periodic":
                 raise ExprError(
@@ -253,8 +261,12 @@ def expression(
       or equations on sampled points.
     - `name`, `description`: for listings.
 
-    A ``dirichlet`` condition on ``boundary`` whose value uses no parameter also gives a
-    hard constraint (used with ``network.hard_constraint: true``).
+    **Hard constraints** (used with ``network.hard_constraint: true``): a ``dirichlet``
+    condition on ``boundary`` or an ``initial`` condition whose value uses no parameter
+    can be imposed exactly (`HardDirichlet`, `pinnkit.InitialValue`) instead of as a loss
+    term: the one with ``hard: true``, else the first such Dirichlet condition, else the
+    first initial one (``hard: false`` keeps a condition soft). A warning
+    (`HardValueIsExactWarning`) says when the imposed value is the exact solution itself.
     """
     dom = _domain(domain)
     field_names = _names(fields, f"{KEY}.fields")
@@ -277,21 +289,52 @@ def expression(
         terms[str(k)] = Equation(residual_function(comps))
         texts.append(f"{k}: {raw} = 0")
     b = _Builder(r, dom, field_names)
-    hard, enforced = None, ()
+    eligible, chosen = [], []  # conditions a hard constraint can impose, and those asking for it
+    shaped = []  # on a shape: Dirichlet/initial conditions (name, piece, output indices, value)
+    on_shape = not isinstance(dom.space if isinstance(dom, SpaceTime) else dom, Box)
     for k, spec in _mapping(conditions, f"{KEY}.conditions").items():
         if k in terms:
             raise ExprError(f"{KEY}.conditions.{k}: the name {k!r} is already an equation.")
         kind, piece, fs, comps, g = b.condition(str(k), spec)
         terms[str(k)] = Equation(residual_function(comps, dom.normal), where=piece)
-        if hard is None and kind == "dirichlet" and piece == "boundary" and not _uses_params(g):
-            zero = all(e.is_const and e.value == 0 for e in g)
-            space_axes = tuple(dom.coords.index(c) for c in dom.spatial_coords)
-            lo, hi = dom.bounds()
-            hard = HardDirichlet(
-                lo, hi, space_axes, tuple(field_names.index(f) for f in fs),
-                value=None if zero else point_function(g, dom.coords, params),
+        want = spec.get("hard") if isinstance(spec, Mapping) else None
+        if want is not None and not isinstance(want, bool):
+            raise ExprError(f"{KEY}.conditions.{k}.hard: expected true or false, got {want!r}.")
+        if on_shape:  # every Dirichlet/initial condition exactly, through the shape's distance functions
+            if kind in ("dirichlet", "initial") and not _uses_params(g) and want is not False:
+                zero = all(e.is_const and e.value == 0 for e in g)
+                value = None if zero else point_function(g, dom.coords, params)
+                shaped.append((str(k), piece, tuple(field_names.index(f) for f in fs), value))
+            continue
+        where_ok = kind == "initial" or (kind == "dirichlet" and piece == "boundary")
+        ok = where_ok and not _uses_params(g)
+        if want and not ok:
+            raise ExprError(
+                f"{KEY}.conditions.{k}.hard: only a dirichlet condition on 'boundary' or an initial "
+                "condition, with a value that uses no parameter, can be imposed exactly."
             )
-            enforced = (str(k),)
+        if ok and want is not False:
+            eligible.append((str(k), kind, fs, g))
+            if want:
+                chosen.append(eligible[-1])
+    if len(chosen) > 1:
+        raise ExprError(f"{KEY}.conditions: hard: true on {[c[0] for c in chosen]}; a problem has one hard "
+                        "constraint: keep it on one condition.")
+    # default: the first Dirichlet condition on the whole boundary, else the first initial one
+    pick = chosen or [c for c in eligible if c[1] == "dirichlet"] or eligible
+    hard, enforced, hard_outputs = None, (), ()
+    if pick:
+        cname, ckind, cfields, g = pick[0]
+        hard, enforced = _hard_constraint(dom, field_names, params, ckind, cfields, g), (cname,)
+        hard_outputs = tuple(field_names.index(f) for f in cfields)
+    if shaped:
+        try:  # every Dirichlet/initial condition exactly, through the shape's distance functions
+            hard = DistanceDirichlet(dom, tuple(s[1] for s in shaped), tuple(s[2] for s in shaped),
+                                     tuple(s[3] for s in shaped))
+            enforced = tuple(s[0] for s in shaped)
+            hard_outputs = shaped[0][2]
+        except ValueError:  # overlapping pieces, or a mesh (no smooth distance): loss terms only
+            hard = None
     reference = None
     if exact is not None:
         ex = _mapping(exact, f"{KEY}.exact", required=True)
@@ -314,7 +357,53 @@ def expression(
     )
     if reference is not None:
         check_exact(problem)
+        if hard is not None:
+            check_hard_value(problem, enforced[0], hard_outputs)
     return problem
+
+
+def _hard_constraint(dom, field_names, params, kind, fs, g):
+    """The output transform imposing condition values ``g`` on fields ``fs`` exactly:
+    `HardDirichlet` on the spatial faces, or `InitialValue` at $t_0$."""
+    outputs = tuple(field_names.index(f) for f in fs)
+    zero = all(e.is_const and e.value == 0 for e in g)
+    value = point_function(g, dom.coords, params)
+    if kind == "initial":
+        return InitialValue(dom.t0, dom.t1, value, (1.0,) * len(fs), outputs=outputs)
+    space_axes = tuple(dom.coords.index(c) for c in dom.spatial_coords)
+    lo, hi = dom.bounds()
+    return HardDirichlet(lo, hi, space_axes, outputs, value=None if zero else value)
+
+
+class HardValueIsExactWarning(UserWarning):
+    """A hard constraint's value is the exact solution: the network starts at the answer."""
+
+
+def check_hard_value(problem: Problem, condition: str, outputs: tuple[int, ...], n: int = 64) -> bool:
+    """Warns (one line, `HardValueIsExactWarning`) when the value that the hard
+    constraint imposes equals ``problem.reference`` inside the domain (not only on the
+    condition's piece): then $y = g + \\phi N$ is exact for $N = 0$, the network has the
+    answer built in and the reported error measures nothing. ``outputs``: the indices of
+    the fields it constrains. **Returns:** whether it warned."""
+    import jax
+
+    hc = problem.hard_constraint
+    pts = problem.domain.sample(jax.random.key(1), n, "interior", jnp.asarray(0.0).dtype)
+    zero = jnp.zeros((len(problem.out_names),), pts.dtype)
+    idx = jnp.asarray(outputs)
+    g = jax.vmap(lambda x: hc(x, zero)[idx])(pts)  # N = 0: the value alone
+    ref = jax.vmap(lambda x: problem.reference(x)[idx])(pts)
+    gap = float(jnp.max(jnp.abs(g - ref)))
+    scale = max(1.0, float(jnp.max(jnp.abs(ref))))
+    tol = 1e-5 if pts.dtype == jnp.float32 else 1e-10
+    if gap > tol * scale:
+        return False
+    warnings.warn(
+        f"{KEY}.conditions.{condition}: the value the hard constraint imposes equals the exact solution "
+        f"inside the domain, so with network.hard_constraint: true the network starts at the answer and its "
+        f"error measures nothing; give a value that is right only on the condition's piece, or set "
+        f"hard: false on it.", HardValueIsExactWarning, stacklevel=3)
+    return True
 
 
 def check_exact(problem: Problem, n: int = 64, rtol: float | None = None) -> dict[str, float]:

@@ -85,7 +85,7 @@ def burgers_inverse(nu_true: float = 0.01 / math.pi, nu_init: float = 0.05, n_ob
 
 def kovasznay_exact(x, Re: float = 20.0):
     r"""Kovasznay's flow at one point (or rows) ``x = (x, y)``: ``(u, v, p)`` stacked last;
-    $\lambda = \text{Re}/2 - \sqrt{\text{Re}^2/4 + 4\pi^2}$ (BENCHMARKS.md P2)."""
+    $\lambda = \text{Re}/2 - \sqrt{\text{Re}^2/4 + 4\pi^2}$ (benchmark P2, docs/benchmarks.md)."""
     lam = Re / 2 - math.sqrt(Re**2 / 4 + 4 * math.pi**2)
     xp = jnp if isinstance(x, jnp.ndarray) else np
     e = xp.exp(lam * x[..., 0])
@@ -150,7 +150,7 @@ def flow_assimilation(Re: float = 20.0, n_obs: int = 200, noise: float = 0.01, s
 
 # ------------------------------------------------------------------ energy balance (C1)
 
-# North / Budyko–Sellers constants (BENCHMARKS.md C1): W m^-2, W m^-2 K^-1, W m^-2.
+# North / Budyko–Sellers constants (benchmark C1, docs/benchmarks.md): W m^-2, W m^-2 K^-1, W m^-2.
 EBM_A, EBM_B, EBM_Q = 210.0, 2.0, 1365.2 / 4
 
 
@@ -162,27 +162,31 @@ def _p4(x):
     return (35 * x**4 - 30 * x**2 + 3) / 8
 
 
-def ebm_steady_modes(D: float, A: float = EBM_A, B: float = EBM_B, Q: float = EBM_Q):
-    r"""Legendre modes $(T_0, T_2, T_4)$ of the steady EBM in °C.
+def ebm_steady_modes(D: float, A: float = EBM_A, B: float = EBM_B, Q: float = EBM_Q, *,
+                     a0: float = 0.7, a2: float = 0.078, s2: float = 0.48):
+    r"""Legendre modes $(T_0, T_2, T_4)$ of the steady EBM in °C, for insolation
+    $s = 1 - s_2P_2$ and co-albedo $a = a_0 - a_2P_2$.
 
-    With $s\,a = (1 - 0.48P_2)(0.7 - 0.078P_2) = a_0 + a_2 P_2 + a_4 P_4$ (using
+    With $s\,a = c_0 + c_2 P_2 + c_4 P_4$ (using
     $P_2^2 = \tfrac{18}{35}P_4 + \tfrac27 P_2 + \tfrac15$), each mode solves
-    $-(B + n(n+1)D)\,T_n + Q a_n - A\,\delta_{n0} = 0$ because
+    $-(B + n(n+1)D)\,T_n + Q c_n - A\,\delta_{n0} = 0$ because
     $\partial_x[(1-x^2)P_n'] = -n(n+1)P_n$.
     """
-    k = 0.48 * 0.078
-    a0, a2, a4 = 0.7 + k / 5, -0.078 - 0.48 * 0.7 + k * 2 / 7, k * 18 / 35
-    return (Q * a0 - A) / B, Q * a2 / (B + 6 * D), Q * a4 / (B + 20 * D)
+    k = s2 * a2
+    c0, c2, c4 = a0 + k / 5, -a2 - s2 * a0 + k * 2 / 7, k * 18 / 35
+    return (Q * c0 - A) / B, Q * c2 / (B + 6 * D), Q * c4 / (B + 20 * D)
 
 
 def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, noise_C: float = 0.1,
-                seed: int = 1234, T_scale: float = 20.0) -> Problem:
+                seed: int = 1234, T_scale: float = 20.0, a0: float = 0.7, a2: float = 0.078,
+                s2: float = 0.48) -> Problem:
     r"""Steady energy-balance model (C1) with unknown diffusivity $D$ from station temperatures.
 
     $$D\,\partial_x\big[(1 - x^2)\,T_x\big] - (A + B\,T) + Q\,s(x)\,a(x) = 0,\qquad
     x = \sin\varphi \in [-1, 1],$$
 
-    $s = 1 - 0.48P_2$, $a = 0.7 - 0.078P_2$, $A = 210$, $B = 2$, $Q = 1365.2/4$; $T$ in °C.
+    insolation $s = 1 - s_2P_2$, co-albedo $a = a_0 - a_2P_2$ (`s2`, `a0`, `a2`: North's
+    0.48, 0.7, 0.078), $A = 210$, $B = 2$, $Q = 1365.2/4$; $T$ in °C.
     The operator is singular at the poles ($1 - x^2 = 0$), where boundedness is the only
     condition: no boundary term. The exact solution is $T_0 + T_2P_2 + T_4P_4$
     (`ebm_steady_modes`; 15.733, −25.971, 0.5055 °C at $D = 0.55$).
@@ -197,7 +201,7 @@ def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, nois
     The residual is divided by $B$, i.e. measured in °C.
     """
     domain = Interval(-1.0, 1.0)
-    T0, T2, T4 = ebm_steady_modes(D_true)
+    T0, T2, T4 = ebm_steady_modes(D_true, a0=a0, a2=a2, s2=s2)
 
     def exact_np(x):
         return (T0 + T2 * _p2(x[:, 0]) + T4 * _p4(x[:, 0]))[:, None]
@@ -208,7 +212,7 @@ def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, nois
     def energy(f, c):
         x = f.coord("x")
         T, Tx, Txx = f["T"], f.partial("T", "x"), f.partial("T", "x", "x")
-        sa = (1 - 0.48 * _p2(x)) * (0.7 - 0.078 * _p2(x))
+        sa = (1 - s2 * _p2(x)) * (a0 - a2 * _p2(x))
         transport = c["D"] * ((1 - x**2) * Txx - 2 * x * Tx)
         return (transport - (EBM_A + EBM_B * T) + EBM_Q * sa) / EBM_B
 
@@ -222,6 +226,7 @@ def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, nois
         reference=exact, hard_constraint=OutputScale(T_scale), enforced=(),
         name="ebm_inverse",
         description=f"EBM inverse: D (true {D_true:g}) from {n_obs} stations, noise {noise_C:g} °C",
+        units={"x": "1", "T": "degC"},
     )
 
 

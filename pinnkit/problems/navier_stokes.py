@@ -20,7 +20,7 @@ The pressure (and the stream function) are defined up to a constant: errors are
 computed with their means removed (``mean_free``), and ``pressure_pin`` adds a term
 fixing $p$ at one point when a gauge is wanted in the loss as well.
 
-Problems (benchmarks P2, P4, P5 of ``../shared/BENCHMARKS.md``):
+Problems (benchmarks P2, P4, P5 of ``docs/benchmarks.md``):
 
 - `kovasznay`: steady, analytic (P2 at Re = 20).
 - `lid_driven_cavity`: steady, reference = the Ghia, Ghia & Shin (1982) centreline
@@ -291,7 +291,7 @@ def kovasznay(
 
 # Ghia, Ghia & Shin (1982), J. Comput. Phys. 48:387, Table I (u on the vertical line
 # x = 0.5) and Table II (v on the horizontal line y = 0.5). Re = 100 as in
-# BENCHMARKS.md; Re = 400 and 1000 as printed in the paper.
+# benchmark P4; Re = 400 and 1000 as printed in the paper.
 GHIA_Y = np.array([1.0, 0.9766, 0.9688, 0.9609, 0.9531, 0.8516, 0.7344, 0.6172, 0.5, 0.4531,
                    0.2813, 0.1719, 0.1016, 0.0703, 0.0625, 0.0547, 0.0])
 GHIA_X = np.array([1.0, 0.9688, 0.9609, 0.9531, 0.9453, 0.9063, 0.8594, 0.8047, 0.5, 0.2344,

@@ -1,6 +1,6 @@
 """Poisson problems: $-k\\,\\Delta u = f$ in a box, Dirichlet data on its boundary.
 
-- `poisson2d`: benchmark P1 (``../shared/BENCHMARKS.md``): $f = 2\\pi^2 \\sin\\pi x \\sin\\pi y$
+- `poisson2d`: benchmark P1 (``docs/benchmarks.md``): $f = 2\\pi^2 \\sin\\pi x \\sin\\pi y$
   on $[0,1]^2$, $u = 0$ on the boundary, exact $u = \\sin\\pi x \\sin\\pi y$ (with mode numbers
   and amplitude as parameters).
 - `poisson`: the general factory: any dimension and box, source and boundary values as

@@ -1,6 +1,6 @@
 """The run configuration: YAML → typed, frozen dataclasses, validated once.
 
-Sections (DESIGN.md §5): ``problem, network, sampler, diffops, weighting, optim, train,
+Sections (docs/config.md): ``problem, network, sampler, diffops, weighting, optim, train,
 mesh, numerics, checkpoint`` plus ``eval`` (evaluation grid). Every key has a default,
 so a config file only states what differs (see ``docs/config.md`` for the reference).
 
@@ -271,6 +271,16 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class LoggingConfig:
+    """``logging``: live curves besides ``metrics.jsonl`` (`pinnkit.run.live`):
+    ``tensorboard`` writes TensorBoard event files to ``RUN/tensorboard`` (the
+    ``tensorboard`` extra), read from the JSONL every ``every_s`` seconds."""
+
+    tensorboard: bool = False
+    every_s: float = 2.0
+
+
+@dataclass(frozen=True)
 class RunConfig:
     problem: ProblemConfig = field(default_factory=ProblemConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
@@ -283,6 +293,7 @@ class RunConfig:
     numerics: NumericsConfig = field(default_factory=NumericsConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
     # Folder of the config file: user files named in it resolve relative to it.
     source_dir: str | None = field(default=None, compare=False)
 
@@ -578,6 +589,7 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(cfg.checkpoint.keep >= 1, where, "checkpoint.keep", "expected >= 1", cfg.checkpoint.keep)
     _check(cfg.eval.resolution >= 2, where, "eval.resolution", "expected >= 2", cfg.eval.resolution)
     _check(cfg.eval.batch >= 1, where, "eval.batch", "expected >= 1", cfg.eval.batch)
+    _check(cfg.logging.every_s > 0, where, "logging.every_s", "expected a number > 0", cfg.logging.every_s)
     return cfg
 
 
@@ -683,13 +695,35 @@ def from_dict(data: dict, where: str = "<config>", source_dir: str | None = None
     return validate(cfg, where)
 
 
+def from_dict_with_overrides(data: dict, overrides: list[str] | None, where: str,
+                             source_dir: str | None = None) -> RunConfig:
+    """`from_dict` of ``data`` with ``--set`` ``overrides`` applied. An error that only
+    the overrides cause is reported against the first ``--set KEY=VALUE`` after which the
+    config no longer validates, not against the file ``where``."""
+    if not overrides:
+        return from_dict(data, where=where, source_dir=source_dir)
+    try:
+        return from_dict(apply_overrides(data, overrides), where=where, source_dir=source_dir)
+    except ConfigError as full:
+        try:
+            from_dict(data, where=where, source_dir=source_dir)
+        except ConfigError:
+            raise full from None  # the file alone is wrong already: report it as it is
+        for k, text in enumerate(overrides):
+            try:
+                from_dict(apply_overrides(data, overrides[: k + 1]), where=f"--set {text}",
+                          source_dir=source_dir)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (from the command line; the file {where} alone is valid)") from None
+        raise full from None  # only the overrides together fail: say so as found
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """Reads, overrides and validates a config file. Raises `ConfigError`."""
+    """Reads, overrides and validates a config file. Raises `ConfigError` (naming the
+    ``--set`` override that causes it, if one does)."""
     path = Path(path)
     data = _read_yaml(path)
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return from_dict(data, where=str(path), source_dir=str(path.parent.resolve()))
+    return from_dict_with_overrides(data, overrides, str(path), str(path.parent.resolve()))
 
 
 def dump_config(cfg: RunConfig, extra: dict | None = None) -> str:

@@ -46,7 +46,8 @@ def field_errors(problem: Problem, pred: np.ndarray, ref: np.ndarray) -> dict[st
 
 
 def evaluate(network, problem: Problem, resolution: int = 101, batch: int = 16384, dtype=jnp.float32):
-    """Errors of ``network`` against ``problem.reference`` on the bounding-box grid.
+    """Errors of ``network`` against ``problem.reference`` on the bounding-box grid (its
+    points in the domain, for a shape that does not fill its box).
 
     **Returns:** ``(errors, grid)`` where ``grid`` holds ``points``, ``shape``,
     ``pred`` and ``ref`` arrays for plotting; ``errors`` is empty if there is no
@@ -59,4 +60,7 @@ def evaluate(network, problem: Problem, resolution: int = 101, batch: int = 1638
         return {}, grid
     ref = predict(problem.reference, pts, batch, dtype)
     grid["ref"] = ref
+    inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
+    if inside is not None:
+        return field_errors(problem, pred[inside], ref[inside]), grid
     return field_errors(problem, pred, ref), grid

@@ -2,15 +2,14 @@
 
 The network is evaluated in batches with the rows sharded over all visible devices
 (`pinnkit.parallel.mesh.predict_sharded`). Points come as an ``(n, d)`` array in the domain's
-coordinate order, as a table file (CSV/NPZ/NetCDF with one column per coordinate), or as
-a grid spec:
+coordinate order or as a table file (CSV/NPZ/NetCDF with one column per coordinate); a
+grid comes as a grid spec (`pinnkit.run.gridded`: ``"N"`` or ``"x=-1:1:201,t=0:1:101"``)
+laid out in the domain's own coordinates: the box's axes, or latitude/longitude (in
+degrees, points on the sphere) for a `pinnkit.sphere.Sphere`.
 
-- ``"N"``: N points per coordinate over the domain's bounding box;
-- ``"x=-1:1:201,t=0:1:101"``: per coordinate ``lo:hi:n`` (coordinates not named use the
-  bounding box and ``N`` = the last number given, or 101).
-
-Grids are tensor grids flattened with ``indexing="ij"`` in coordinate order; the result
-records their ``shape``.
+`predict_grid` returns the `pinnkit.run.gridded.Gridded` fields; `predict` the flat
+columns (with the grid's ``shape``); `write_prediction` stores either by suffix
+(`pinnkit.run.writers`: ``.csv``, ``.npz``, ``.nc``, ``.vtu``, ``.vts``).
 """
 
 from __future__ import annotations
@@ -21,48 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import PinnkitError
-
-
-def parse_grid(spec: str | int, domain) -> tuple[list[np.ndarray], tuple[int, ...]]:
-    """Axes of a grid spec (module docstring) for ``domain``: ``(axes, shape)``."""
-    lo, hi = domain.bounds()
-    coords = list(domain.coords)
-    text = str(spec).strip()
-    default_n, given = 101, {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        if "=" not in part:
-            if not part.isdigit() or int(part) < 1:
-                raise PinnkitError(f"--grid {text!r}: {part!r} is not a positive integer point count")
-            default_n = int(part)
-            continue
-        name, _, rng = part.partition("=")
-        name = name.strip()
-        if name not in coords:
-            raise PinnkitError(
-                f"--grid {text!r}: {name!r} is not a coordinate; the coordinates are {coords}"
-            )
-        bits = rng.split(":")
-        try:
-            a, b, n = float(bits[0]), float(bits[1]), int(bits[2])
-        except (IndexError, ValueError):
-            raise PinnkitError(
-                f"--grid {text!r}: {part!r} must be {name}=lo:hi:n, e.g. {name}=0:1:101"
-            ) from None
-        if n < 1:
-            raise PinnkitError(f"--grid {text!r}: {part!r} needs n >= 1")
-        given[name] = (a, b, n)
-    axes = []
-    for i, c in enumerate(coords):
-        a, b, n = given.get(c, (lo[i], hi[i], default_n))
-        axes.append(np.linspace(a, b, n))
-    return axes, tuple(len(a) for a in axes)
-
-
-def grid_points(spec, domain) -> tuple[np.ndarray, tuple[int, ...]]:
-    """``(points (prod(shape), d), shape)`` of a grid spec."""
-    axes, shape = parse_grid(spec, domain)
-    mesh = np.meshgrid(*axes, indexing="ij")
-    return np.stack([m.ravel() for m in mesh], axis=-1), shape
+from .gridded import Gridded, grid_of
 
 
 def points_from_file(path, domain, coords=None) -> np.ndarray:
@@ -97,28 +55,50 @@ def predict_network(network, points: np.ndarray, *, batch: int = 16384, dtype=jn
     return out
 
 
+def _load(run_dir):
+    from .rundir import load_run
+
+    data = load_run(run_dir)
+    dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
+    return data, dtype
+
+
+def predict_grid(run_dir: str | Path, grid: str | int = 101, *, batch: int | None = None,
+                 mesh=None) -> Gridded:
+    """The trained solution of ``run_dir`` on grid spec ``grid`` (`pinnkit.run.gridded`):
+    a `Gridded` with one array per field over the grid's dimensions, NaN outside an
+    irregular domain, and the units the problem declares (`Problem.units`)."""
+    data, dtype = _load(run_dir)
+    problem = data.problem
+    g = grid_of(problem.domain, grid, problem.units_map)
+    vals = predict_network(data.network, g.points, batch=batch or data.config.eval.batch, dtype=dtype,
+                           mesh=mesh)
+    g = g.with_fields(vals, problem.out_names)
+    g.attrs.update({"title": problem.description or problem.name, "problem": problem.name,
+                    "step": str(data.step)})
+    return g
+
+
 def predict(run_dir: str | Path, points=None, grid=None, *, batch: int | None = None,
             mesh=None) -> dict[str, np.ndarray]:
     """The trained solution of ``run_dir`` at ``points`` or on ``grid``.
 
     **Arguments:**
     - `points`: an ``(n, d)`` array (coordinate order of the domain) or a table file path.
-    - `grid`: a grid spec (module docstring); exactly one of `points`, `grid`.
+    - `grid`: a grid spec (`pinnkit.run.gridded`); exactly one of `points`, `grid`.
     - `batch`: rows per device per evaluation (default: the run's ``eval.batch``).
 
-    **Returns:** ``{coordinate: (n,), field: (n,)}`` numpy arrays, plus ``"shape"`` (the
-    grid shape) for a grid.
+    **Returns:** ``{coordinate: (n,), field: (n,)}`` numpy arrays, plus for a grid
+    ``"shape"`` (the grid shape; rows in C order over its dimensions) and, on the sphere,
+    ``"lon"``, ``"lat"`` in degrees.
     """
-    from .rundir import load_run
-
     if (points is None) == (grid is None):
         raise PinnkitError("predict: give either points (an array or a file) or a grid spec, not both")
-    data = load_run(run_dir)
-    domain = data.problem.domain
-    shape = None
     if grid is not None:
-        pts, shape = grid_points(grid, domain)
-    elif isinstance(points, str | Path):
+        return predict_grid(run_dir, grid, batch=batch, mesh=mesh).table()
+    data, dtype = _load(run_dir)
+    domain = data.problem.domain
+    if isinstance(points, str | Path):
         pts = points_from_file(points, domain)
     else:
         pts = np.asarray(points, np.float64)
@@ -127,22 +107,18 @@ def predict(run_dir: str | Path, points=None, grid=None, *, batch: int | None = 
                 f"predict: points must have shape (n, {domain.dim}) for coordinates {domain.coords}, "
                 f"got {pts.shape}"
             )
-    dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
     vals = predict_network(data.network, pts, batch=batch or data.config.eval.batch, dtype=dtype, mesh=mesh)
     out = {c: pts[:, i] for i, c in enumerate(domain.coords)}
     out.update({n: vals[:, i] for i, n in enumerate(data.problem.out_names)})
-    if shape is not None:
-        out["shape"] = np.asarray(shape)
     return out
 
 
-def write_prediction(path: str | Path, result: dict[str, np.ndarray]) -> Path:
-    """Writes `predict`'s result as CSV, NPZ or NetCDF (by suffix); one column per
-    coordinate and field (a grid's ``shape`` is kept in NPZ files only)."""
-    from ..physics.observations import write_table
+def write_prediction(path: str | Path, result: dict[str, np.ndarray] | Gridded) -> Path:
+    """Writes `predict`'s columns or `predict_grid`'s `Gridded` by the suffix of ``path``:
+    ``.csv``/``.npz`` (one column per coordinate and field; a grid's ``shape`` in NPZ
+    files), ``.nc`` (CF NetCDF: a grid's dimensions, or a ``point`` dimension),
+    ``.vtu``/``.vts`` (ParaView; `pinnkit.run.writers`). **Returns:** the main file (for
+    a time-dependent grid in VTK format, the ``.pvd`` index of its one file per time)."""
+    from .writers import write
 
-    path = Path(path)
-    cols = {k: v for k, v in result.items() if k != "shape"}
-    if path.suffix.lower() == ".npz" and "shape" in result:
-        cols["shape"] = result["shape"]
-    return write_table(path, cols)
+    return write(Path(path), result)[0]

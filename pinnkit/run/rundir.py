@@ -1,10 +1,11 @@
-"""The run directory, the interface between training and analysis (DESIGN.md §5)::
+"""The run directory, the interface between training and analysis (docs/architecture.md)::
 
     DIR/config.yaml        resolved config (every key) + package versions
     DIR/metrics.jsonl      one JSON record per logged step (loss, per-term losses) or eval
     DIR/summary.json       errors per field vs the reference, steps, wall time, outcome
     DIR/checkpoints/       step_XXXXXXXX.eqx, atomic, newest `keep` kept
     DIR/plots/*.png        solution / reference / error per field, loss curves
+    DIR/tensorboard/       live curves (logging.tensorboard: true; `pinnkit.run.live`)
 
 `train_to_dir` writes it; `load_run` (notebooks), `evaluate_dir` and `plot_dir` read it.
 """
@@ -33,7 +34,8 @@ from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, s
 from ..train.windows import fit_windows, load_windows
 from . import checkpoint as ckpt
 from .build import build_run
-from .config import RunConfig, dump_config, from_dict
+from .config import RunConfig, dump_config
+from .live import start_live_logging
 from .metrics import predict
 
 versions = ckpt.package_versions
@@ -45,7 +47,7 @@ def _write_text(path: Path, text: str) -> None:
 
 def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     """The resolved config stored in ``run_dir/config.yaml`` (with optional overrides)."""
-    from .config import apply_overrides
+    from .config import from_dict_with_overrides
 
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
@@ -56,9 +58,7 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     data = yaml.safe_load(path.read_text()) or {}
     data.pop("versions", None)
     source_dir = data.pop("source_dir", None)
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return from_dict(data, where=str(path), source_dir=source_dir)
+    return from_dict_with_overrides(data, overrides, str(path), source_dir)
 
 
 def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
@@ -77,7 +77,8 @@ def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> 
         changed = [
             f"{s}.{k}" for s in new for k in new[s]
             # mesh: a run may resume on another number of devices; eval: only reporting.
-            if s not in ("train", "checkpoint", "optim", "mesh", "eval") and old[s].get(k) != new[s][k]
+            if s not in ("train", "checkpoint", "optim", "mesh", "eval", "logging")
+            and old.get(s, {}).get(k) != new[s][k]
         ]
         if changed:
             raise RunDirError(
@@ -108,6 +109,7 @@ def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> 
 
 def summarize(run, res: FitResult, errors: dict) -> dict:
     last = next((h for h in reversed(res.history) if "loss" in h), None)
+    acceptance = run.sampler.acceptance(run.problem)  # rejection-sampled terms only
     return {
         "problem": run.config.problem.name,
         "outcome": res.result.name,
@@ -124,6 +126,7 @@ def summarize(run, res: FitResult, errors: dict) -> dict:
         "rel_l2": errors.get("rel_l2", {}),
         "linf": errors.get("linf", {}),
         "coeffs": {k: float(v) for k, v in res.coeffs.items()},
+        **({"sampling_acceptance": acceptance} if acceptance else {}),
     }
 
 
@@ -181,16 +184,22 @@ def train_to_dir(
         errors = {**errors, **problem_metrics(run.problem, network, ev.batch, run.dtype)}
         return {**errors, "coeffs": scalars} if scalars else errors
 
-    if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.train.windows)
-        def window_eval(rw):
-            return lambda network, coeffs: evaluate_sharded(
-                network, rw.problem, rw.mesh, ev.resolution, ev.batch, rw.dtype, grid=False)[0]
+    # live curves (logging.tensorboard): a reader of metrics.jsonl beside the loop
+    live = start_live_logging(run, out, resume) if is_main_process() else None
+    try:
+        if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.train.windows)
+            def window_eval(rw):
+                return lambda network, coeffs: evaluate_sharded(
+                    network, rw.problem, rw.mesh, ev.resolution, ev.batch, rw.dtype, grid=False)[0]
 
-        res = fit_windows(run, out_dir=out, resume=resume, evaluate_window=window_eval,
-                          should_stop=should_stop, progress=progress, throw=False, **fit_options)
-    else:
-        res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
-                  progress=progress, throw=False, **fit_options)
+            res = fit_windows(run, out_dir=out, resume=resume, evaluate_window=window_eval,
+                              should_stop=should_stop, progress=progress, throw=False, **fit_options)
+        else:
+            res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
+                      progress=progress, throw=False, **fit_options)
+    finally:
+        if live is not None:
+            live.close()
     want_plots = plots and res.result is not RESULTS.interrupted
     errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
                                     run.dtype, grid=want_plots)

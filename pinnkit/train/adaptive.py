@@ -62,16 +62,19 @@ class Adaptive(eqx.Module):
         d = problem.domain.dim
         out = {}
         for i, name in enumerate(self.terms):
-            unit = jax.random.uniform(jax.random.fold_in(key, i), (self.batch[name], d), dtype)
-            out[name] = problem.domain.from_unit(unit, problem.terms[name].where)
+            n, piece = self.batch[name], problem.terms[name].where
+            rows = problem.domain.unit_rows(n, piece)
+            unit = jax.random.uniform(jax.random.fold_in(key, i), (rows, d), dtype)
+            out[name] = problem.domain.points(unit, piece, n)
         return out
 
     def candidates(self, key, problem: Problem, name: str, dtype) -> Float[Array, "m d"]:
         """$M = \\text{pool}\\cdot N$ uniform candidates on the term's piece."""
         i = self.terms.index(name)
-        m = self.pool * self.batch[name]
-        unit = jax.random.uniform(jax.random.fold_in(key, i), (m, problem.domain.dim), dtype)
-        return problem.domain.from_unit(unit, problem.terms[name].where)
+        m, piece = self.pool * self.batch[name], problem.terms[name].where
+        rows = problem.domain.unit_rows(m, piece)
+        unit = jax.random.uniform(jax.random.fold_in(key, i), (rows, problem.domain.dim), dtype)
+        return problem.domain.points(unit, piece, m)
 
     def select(self, key, points: Float[Array, "n d"], cands: Float[Array, "m d"],
                score: Float[Array, " m"]) -> Float[Array, "n d"]:

@@ -1,7 +1,7 @@
 """Training: one jitted, `shard_map`-parallel step, scanned over chunks of steps.
 
 The step is ``jit(value_and_grad(shard_map(loss)))`` on a mesh with a ``"data"`` axis
-(DESIGN.md §4): inside the `shard_map`, each device evaluates the per-term mean squares
+(docs/architecture.md): inside the `shard_map`, each device evaluates the per-term mean squares
 on its own points and `pmean`s them; the gradient is taken outside, so autodiff inserts
 the all-reduce for the replicated parameters. ``train.chunk`` steps run per dispatch
 (`jax.lax.scan`); between chunks the host logs, checks for non-finite losses, evaluates
@@ -634,7 +634,7 @@ def point_arrays(run: Run) -> dict:
     ``P("data")`` over ``run.mesh``. Every process builds the same host arrays from the
     seed; each places only the rows of its own devices."""
     key = jax.random.key(run.config.train.seed)
-    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype)
+    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype, run.mesh.size)
     return shard_rows(host, run.mesh)
 
 
@@ -703,6 +703,7 @@ def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = F
                  "processes": jax.process_count(),
                  "devices_per_process": len([d for d in devs if d.process_index == jax.process_index()])},
         "per_device_batch": per_dev,
+        **({"sampling_acceptance": acc} if (acc := run.sampler.acceptance(run.problem)) else {}),
         "micro_batch": {k: v // accumulate for k, v in per_dev.items()},
         "accumulate": accumulate,
         "remat": remat,

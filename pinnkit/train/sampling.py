@@ -64,27 +64,26 @@ class Sampler(eqx.Module):
                 f"missing={sorted(missing)}, unknown={sorted(extra)}, "
                 f"terms={sorted(sampled)}"
             )
-        for k in sampled:
-            n = self.batch[k]
-            if n < n_devices or n % n_devices:
-                raise ValueError(
-                    f"sampler.batch.{k}={n} must be a positive multiple of the number of "
-                    f"devices ({n_devices}); use e.g. {max(n_devices, n - n % n_devices)}"
-                )
-        for k, t in problem.terms.items():
-            if t.where == "data":
-                n = t.rows().shape[0]
-                if n % n_devices:
-                    raise ValueError(
-                        f"term {k!r} has {n} observations, not divisible by the {n_devices} "
-                        f"devices; drop {n % n_devices} rows or change the device count"
-                    )
+        # every offending term in one message, so that one fix suffices
+        bad = [(k, self.batch[k]) for k in sorted(sampled)
+               if self.batch[k] < n_devices or self.batch[k] % n_devices]
+        rows = [(k, t.rows().shape[0]) for k, t in sorted(problem.terms.items()) if t.where == "data"]
+        bad_rows = [(k, n) for k, n in rows if n % n_devices]
+        if bad or bad_rows:
+            parts = [f"sampler.batch.{k}={n} (use e.g. {max(n_devices, n - n % n_devices)})" for k, n in bad]
+            parts += [f"term {k!r} with {n} observations (drop {n % n_devices} rows)" for k, n in bad_rows]
+            raise ValueError(
+                f"every batch must be a positive multiple of the number of devices ({n_devices}); "
+                f"not so: {'; '.join(parts)}; or change the device count"
+            )
 
-    def host_arrays(self, key, problem: Problem, dtype) -> dict[str, np.ndarray]:
+    def host_arrays(self, key, problem: Problem, dtype, n_devices: int = 1) -> dict[str, np.ndarray]:
         """Global arrays passed into the step sharded over devices (``P("data")``).
 
         Fixed mode: the points themselves. Resample+sobol: the unit-cube base set. Data
-        terms: their rows. Resample+uniform: nothing (drawn on device).
+        terms: their rows. Resample+uniform: nothing (drawn on device). Pieces sampled by
+        rejection (`pinnkit.geometry` shapes) draw fixed sets by host-side rejection and
+        Sobol base sets of ``unit_rows`` candidates per device (``n_devices``).
         """
         out = {}
         d = problem.domain.dim
@@ -94,6 +93,11 @@ class Sampler(eqx.Module):
                 out[name] = np.asarray(term.rows(), dtype)
                 continue
             n = self.batch[name]
+            if problem.domain.acceptance(term.where) < 1.0:
+                arr = self._rejection_arrays(keys[i], problem.domain, term.where, n, n_devices, dtype)
+                if arr is not None:
+                    out[name] = arr
+                continue
             if self.method == "sobol":
                 seed = int(jax.random.randint(keys[i], (), 0, 2**31 - 1))
                 unit = jnp.asarray(sobol_unit(n, d, seed), dtype)
@@ -103,6 +107,30 @@ class Sampler(eqx.Module):
                 continue
             pts = unit if self.resample else problem.domain.from_unit(unit, term.where)
             out[name] = np.asarray(pts, dtype)
+        return out
+
+    def _rejection_arrays(self, key, domain, piece: str, n: int, n_devices: int, dtype):
+        from ..geometry.sampling import host_points
+
+        if self.method == "sobol":
+            seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+            if self.resample:  # one base set of candidates per device, shifted each step
+                m = domain.unit_rows(n // n_devices, piece) * n_devices
+                return np.asarray(sobol_unit(m, domain.dim, seed), dtype)
+            draw = lambda r, m: sobol_unit(m, domain.dim, seed + r)  # noqa: E731
+        elif self.resample:
+            return None
+        else:
+            draw = lambda r, m: jax.random.uniform(jax.random.fold_in(key, r), (m, domain.dim), dtype)  # noqa: E731
+        return host_points(domain, piece, n, draw, dtype)[0]
+
+    def acceptance(self, problem: Problem) -> dict[str, float]:
+        """Expected fraction of candidates kept, per sampled term whose piece is sampled
+        by rejection (empty for boxes): reported in ``summary.json`` and the dry run."""
+        out = {}
+        for name, term in sorted(problem.terms.items()):
+            if term.where != "data" and (p := problem.domain.acceptance(term.where)) < 1.0:
+                out[name] = round(p, 4)
         return out
 
     def local_batch(self, key, problem: Problem, arrays: dict, n_devices: int, dtype) -> dict:
@@ -115,11 +143,10 @@ class Sampler(eqx.Module):
             elif self.method == "sobol":
                 shift = jax.random.uniform(jax.random.fold_in(key, i), (problem.domain.dim,), dtype)
                 unit = jnp.mod(arrays[name] + shift[None, :], 1.0)
-                batch[name] = problem.domain.from_unit(unit, term.where)
+                batch[name] = problem.domain.points(unit, term.where, self.batch[name] // n_devices)
             else:
                 n_local = self.batch[name] // n_devices
-                unit = jax.random.uniform(
-                    jax.random.fold_in(dev_key, i), (n_local, problem.domain.dim), dtype
-                )
-                batch[name] = problem.domain.from_unit(unit, term.where)
+                m = problem.domain.unit_rows(n_local, term.where)
+                unit = jax.random.uniform(jax.random.fold_in(dev_key, i), (m, problem.domain.dim), dtype)
+                batch[name] = problem.domain.points(unit, term.where, n_local)
         return batch

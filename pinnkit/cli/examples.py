@@ -1,0 +1,105 @@
+"""``pinnkit examples``: the example configs that ship inside the package.
+
+    pinnkit examples                 # list them, with each one's first comment line
+    pinnkit examples copy DIR        # copy them all to DIR (DIR/poisson2d.yaml, DIR/tiny/...)
+    pinnkit train DIR/tiny/poisson2d.yaml
+
+They are the repository's ``configs/`` folder, installed as the package data of
+``pinnkit.examples`` (setup.py), so that a wheel installed anywhere carries them.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import sys
+from pathlib import Path
+
+from ..errors import PinnkitError
+
+
+def example_files() -> dict[str, importlib.resources.abc.Traversable]:
+    """``{relative name: resource}`` of every shipped config, e.g. ``"tiny/poisson2d.yaml"``."""
+    root = importlib.resources.files("pinnkit.examples")
+    out = {}
+
+    def walk(node, prefix):
+        for child in sorted(node.iterdir(), key=lambda c: c.name):
+            if child.is_dir() and not child.name.startswith(("_", ".")):
+                walk(child, f"{prefix}{child.name}/")
+            elif child.name.endswith(".yaml"):
+                out[f"{prefix}{child.name}"] = child
+
+    walk(root, "")
+    return out
+
+
+def _summary(text: str) -> str:
+    """The first comment line of a config (its description), without ``#``."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip()
+        if line.strip():
+            break
+    return ""
+
+
+def copy_examples(dest: str | Path, overwrite: bool = False) -> list[Path]:
+    """Copies every shipped config into ``dest`` (subfolders kept, so that ``base:``
+    references between them still resolve). Refuses to replace existing files unless
+    ``overwrite``. **Returns:** the files written."""
+    dest = Path(dest)
+    files = example_files()
+    clash = [n for n in files if (dest / n).exists()]
+    if clash and not overwrite:
+        raise PinnkitError(
+            f"examples copy: {dest} already holds {len(clash)} of the example files (e.g. "
+            f"{dest / clash[0]}); pass --overwrite to replace them or choose another folder"
+        )
+    written = []
+    try:
+        for name, res in files.items():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(res.read_bytes())
+            written.append(target)
+    except OSError as e:
+        raise PinnkitError(f"examples copy: cannot write into {dest}: {e.strerror or e}") from None
+    return written
+
+
+def missing_config_hint(config: str) -> str | None:
+    """For a config path that does not exist but names a shipped example (``configs/X``,
+    ``X`` or ``tiny/X``), the sentence that says how to get it; else None."""
+    parts = Path(config).parts
+    name = "/".join(parts[1:] if parts and parts[0] == "configs" else parts)
+    if name not in example_files():
+        return None
+    return (f"{config!r} is one of pinnkit's example configs, which are not in this folder: "
+            f"copy them with `pinnkit examples copy configs`, then run `pinnkit train configs/{name}`")
+
+
+def cmd_examples(args) -> int:
+    if args.action == "copy":
+        if not args.dir:
+            raise PinnkitError("examples copy needs a destination folder: pinnkit examples copy DIR")
+        written = copy_examples(args.dir, overwrite=args.overwrite)
+        print(f"pinnkit: {len(written)} example configs copied to {args.dir}/; e.g. "
+              f"pinnkit train {Path(args.dir) / 'tiny' / 'poisson2d.yaml'}", file=sys.stderr)
+        return 0
+    if args.dir:
+        raise PinnkitError(f"examples: unexpected {args.dir!r}; use `pinnkit examples` or "
+                           "`pinnkit examples copy DIR`")
+    files = example_files()
+    width = max(len(n) for n in files)
+    for name, res in files.items():
+        print(f"{name:<{width}}  {_summary(res.read_text())}")
+    return 0
+
+
+def register(sub) -> None:
+    """Adds ``examples`` to the ``pinnkit`` subparsers ``sub``."""
+    p = sub.add_parser("examples", help="list the example configs, or copy them: examples copy DIR")
+    p.add_argument("action", nargs="?", choices=("list", "copy"), default="list")
+    p.add_argument("dir", nargs="?", metavar="DIR", help="destination folder of `copy`")
+    p.add_argument("--overwrite", action="store_true", help="replace files that DIR already holds")
+    p.set_defaults(func=cmd_examples)

@@ -1,0 +1,152 @@
+"""Approximate distance functions and DistanceDirichlet: zero on the pieces, positive
+inside, normalised to first order, exact boundary values, and derivatives through the
+Taylor engine equal to nested autodiff (float64, rtol 1e-10: both are exact up to
+rounding, summing the same terms in different orders), also near corners."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pinnkit.diffops import Autodiff, Layout, Taylor
+from pinnkit.geometry import (
+    Ball,
+    Cuboid,
+    Disk,
+    DistanceDirichlet,
+    Polygon,
+    Rectangle,
+    adf,
+    difference,
+    signed_adf,
+)
+from pinnkit.nn.layers import build_mlp_network
+
+L_SHAPE = [[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]]
+
+
+@pytest.fixture
+def f64():
+    with jax.enable_x64(True):
+        yield
+
+
+def _channel():
+    return difference(Rectangle([0, 0], [2.2, 0.41], names={"left": "inlet", "right": "outlet",
+                                                            "bottom": "walls", "top": "walls"}),
+                      Disk([0.2, 0.2], 0.05, name="cylinder"))
+
+
+SHAPES = {
+    "hole": lambda: difference(Rectangle([-1, -1], [1, 1]), Disk([0.3, 0.2], 0.4, name="hole")),
+    "lshape": lambda: Polygon(L_SHAPE),
+    "ball_hole": lambda: difference(Cuboid([-1, -1, -1], [1, 1, 1]), Ball([0.2, 0.1, 0.0], 0.4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_adf_zero_on_boundary_positive_inside(name, f64):
+    shape = SHAPES[name]()
+    phi = jax.vmap(adf(shape))
+    key = jax.random.key(0)
+    b = shape.sample(key, 2000, "boundary", jnp.float64)
+    i = shape.sample(key, 2000, "interior", jnp.float64)
+    assert float(jnp.max(jnp.abs(phi(b)))) < 1e-7  # points on the boundary up to rounding
+    assert float(jnp.min(phi(i))) > 0
+    s = jax.vmap(lambda x: signed_adf(shape, x))
+    far = jnp.asarray([[3.0] * shape.dim])
+    assert float(s(far)[0]) < 0 < float(jnp.min(s(i)))
+
+
+def test_adf_normalised_to_first_order(f64):
+    """phi(x + h n_in) / h -> 1 at boundary points away from corners (first order)."""
+    shape = _channel()
+    phi = adf(shape, ("inlet", "walls", "cylinder"))
+    for piece in ("inlet", "walls", "cylinder"):
+        x = shape.sample(jax.random.key(1), 400, piece, jnp.float64)
+        n = jax.vmap(lambda p, piece=piece: shape.normal(p, piece))(x)
+        # away from the corners (distance > 0.02 from every other part of the boundary)
+        corner = np.asarray([[0, 0], [0, 0.41], [2.2, 0], [2.2, 0.41]])
+        far = np.min(np.linalg.norm(np.asarray(x)[:, None, :] - corner[None], axis=2), axis=1) > 0.05
+        h = 1e-6
+        slope = jax.vmap(phi)(x - h * n) / h
+        np.testing.assert_allclose(np.asarray(slope)[far], 1.0, atol=1e-4)
+    out = shape.sample(jax.random.key(2), 200, "outlet", jnp.float64)
+    mid = np.asarray(out[:, 1] > 0.05) & np.asarray(out[:, 1] < 0.36)
+    assert float(jnp.min(jax.vmap(phi)(out)[mid])) > 0.01  # the free outlet is not forced
+
+
+def test_distance_dirichlet_values_on_every_piece(f64):
+    """u = parabolic inflow on the inlet, 0 on walls and cylinder, free on the outlet; the
+    blend is exact on each piece whatever the network says."""
+    shape = _channel()
+    inflow = lambda x: jnp.stack([4 * 0.3 * x[1] * (0.41 - x[1]) / 0.41**2, 0.0 * x[0]])  # noqa: E731
+    hd = DistanceDirichlet(shape, ("inlet", "walls", "cylinder"), ((0, 1), (0, 1), (0, 1)),
+                           (inflow, None, None))
+    y = jnp.asarray([0.7, -1.3, 2.0])
+    for piece in ("inlet", "walls", "cylinder"):
+        x = shape.sample(jax.random.key(3), 300, piece, jnp.float64)
+        out = jax.vmap(lambda p: hd(p, y))(x)
+        want = jax.vmap(inflow)(x) if piece == "inlet" else jnp.zeros((300, 2))
+        np.testing.assert_allclose(out[:, :2], want, atol=1e-7)
+        np.testing.assert_allclose(out[:, 2], 2.0)  # pressure untouched
+    x = shape.sample(jax.random.key(4), 300, "outlet", jnp.float64)
+    assert float(jnp.min(jnp.abs(jax.vmap(lambda p: hd(p, y))(x)[:, 0]))) > 0  # not forced
+    with pytest.raises(ValueError, match="overlapping"):
+        DistanceDirichlet(shape, ("boundary", "walls"), ((0,), (0,)), (None, None))
+
+
+def _residual(f):
+    return jnp.stack([f["u"], f.partial("u", "x"), f.partial("u", "y"), f.laplacian("u"),
+                      f.partial("u", "x", "y"), f.partial("u", "x", "x", "y")])
+
+
+def _assert_close(got, ref, rtol=1e-10):
+    got, ref = np.asarray(got), np.asarray(ref)
+    scale = np.maximum(np.abs(ref).max(axis=0, keepdims=True), 1e-300)
+    np.testing.assert_array_less(np.abs(got - ref) / scale, rtol)
+
+
+@pytest.mark.slow
+def test_taylor_through_distance_functions_matches_autodiff(f64):
+    """A network with the ADF transform on the L-shape, derivatives to third order, at
+    random interior points and at distances 1e-2 ... 1e-6 from the re-entrant corner
+    (0, 0), a convex corner (1, 1) and the end of a trimmed edge (0, -1) (one compile
+    per method: the generic rule's third-order rows are what the time goes into)."""
+    shape = Polygon(L_SHAPE)
+    g = lambda x: jnp.atleast_1d(jnp.sin(x[0]) * x[1])  # noqa: E731
+    hd = DistanceDirichlet(shape, ("boundary",), ((0,),), (g,))
+    net = build_mlp_network(("x", "y"), ("u",), width=6, depth=2, activation="tanh", init="glorot_normal",
+                            bounds=((-1, -1), (1, 1)), transform=hd, key=jax.random.key(0), dtype=jnp.float64)
+    pts = [np.asarray(shape.sample(jax.random.key(5), 8, "interior", jnp.float64))]
+    for c, into in (((0.0, 0.0), (-1.0, 0.5)), ((1.0, 1.0), (-1.0, -0.7)), ((0.0, -1.0), (-0.6, 1.0))):
+        d = np.asarray(into) / np.linalg.norm(into)
+        pts.append(np.asarray([np.asarray(c) + r * d for r in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)]))
+    layout = Layout(("x", "y"), ("x", "y"), ("u",))
+    x = jnp.asarray(np.concatenate(pts))
+    run = lambda m: jax.jit(jax.vmap(lambda p: m.evaluate(lambda f, c: _residual(f), net, layout, p, {})))(x)  # noqa: E731
+    got, ref = run(Taylor()), run(Autodiff())
+    assert np.all(np.isfinite(np.asarray(ref)))
+    # per group of points (interior, each corner): relative to the group's own scale, as
+    # derivatives near a corner are orders of magnitude larger than elsewhere
+    for rows in np.split(np.arange(x.shape[0]), np.cumsum([len(p) for p in pts])[:-1]):
+        _assert_close(got[rows], ref[rows])
+
+
+def test_what_happens_at_corners(f64):
+    """Documented behaviour (docs/geometry.md): phi is continuous and zero at a corner, its
+    second derivatives grow like 1/r towards a re-entrant corner, and exactly on the
+    boundary values are exact while the guarded derivatives are zero, not NaN."""
+    shape = Polygon(L_SHAPE)
+    phi = adf(shape)
+    d = jnp.asarray([-1.0, 1.0]) / math.sqrt(2)  # the bisector into the domain
+    hess = lambda r: float(jnp.linalg.norm(jax.hessian(phi)(r * d)))  # noqa: E731
+    ratio = hess(1e-4) / hess(1e-3)
+    assert 3 < ratio < 30, ratio  # ~ r^-1
+    assert float(phi(1e-8 * d)) < 1e-7
+    on_edge = jnp.asarray([0.5, 0.0])
+    assert float(phi(on_edge)) == 0.0
+    assert np.all(np.isfinite(np.asarray(jax.grad(phi)(on_edge))))
+    assert np.all(np.isfinite(np.asarray(jax.hessian(phi)(jnp.asarray([0.0, 0.0])))))
