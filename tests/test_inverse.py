@@ -239,7 +239,7 @@ def test_coefficient_field_is_trainable_and_reported_by_its_mean():
     and gets gradients through a residual that calls it at the point."""
     from pinnkit import Box, Equation, Problem
     from pinnkit.diffops import METHODS
-    from pinnkit.nn.layers import build_mlp_network
+    from pinnkit.nn.nets import build_mlp_network
     from pinnkit.physics.coeffs import coeff_field
 
     domain = Box((0.0, 0.0), (1.0, 2.0))

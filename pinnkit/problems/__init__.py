@@ -10,6 +10,7 @@ from .burgers import burgers
 from .cavity import lid_driven_cavity
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
 from .expression import expression
+from .highdim import allen_cahn_ball, poisson_ball
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import beltrami_flow, channel_flow, kovasznay, taylor_green
 from .periodic_flow import periodic_flow
@@ -38,4 +39,6 @@ PROBLEMS = {
     "williamson2": williamson2,
     "williamson6": williamson6,
     "rossby_haurwitz": rossby_haurwitz,
+    "poisson_ball": poisson_ball,
+    "allen_cahn_ball": allen_cahn_ball,
 }

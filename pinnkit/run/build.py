@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from .._loader import load_callable, provider_factories
-from ..diffops import METHODS
+from ..diffops import ESTIMATORS, METHODS, AbstractDiffMethod
 from ..errors import ConfigError
 from ..geometry.domains import SpaceTime
 from ..nn.layers import Network, Parity
@@ -184,6 +184,15 @@ def _add_observations(cfg: RunConfig, problem: Problem) -> Problem:
     return eqx.tree_at(lambda p: p.terms, problem, terms)
 
 
+def build_method(cfg: RunConfig) -> AbstractDiffMethod:
+    """The derivative method: ``diffops.method``, or a stochastic estimator on the Taylor
+    engine when ``diffops.estimator`` is not ``exact`` (validated in `config.validate`)."""
+    d = cfg.diffops
+    if d.estimator == "exact":
+        return METHODS[d.method]()
+    return ESTIMATORS[d.estimator](samples=d.samples, draw=d.draw)
+
+
 def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
     n = cfg.network
     input_map = None
@@ -319,7 +328,7 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
     weights = {k: float(cfg.weighting.weights.get(k, 1.0)) for k in problem.terms}
     key = jax.random.key(cfg.train.seed)
     network = build_network(cfg, problem, jax.random.fold_in(key, 0), dtype)
-    method = METHODS[cfg.diffops.method]()
+    method = build_method(cfg)
     weighting = build_weighting(cfg, problem, weights)
     adaptive = build_adaptive(cfg, problem, batch)
     phases = build_phases(cfg)

@@ -276,6 +276,8 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         cfg.diffops.method in METHODS, where, "diffops.method",
         f"expected one of {sorted(METHODS)}", cfg.diffops.method,
     )
+    for key, msg, value in cfg.diffops.problems():
+        _check(False, where, f"diffops.{key}", msg, value)
     for k, v in cfg.weighting.weights.items():
         _check(v >= 0, where, f"weighting.weights.{k}", "expected a number >= 0", v)
     w = cfg.weighting

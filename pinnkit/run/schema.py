@@ -133,9 +133,38 @@ class SamplerConfig:
 @dataclass(frozen=True)
 class DiffOpsConfig:
     """``diffops``: the derivative method (``pinnkit.diffops.METHODS``). The default is the
-    one-pass Taylor engine; ``autodiff`` (nested reverse mode) is the oracle."""
+    one-pass Taylor engine; ``autodiff`` (nested reverse mode) is the oracle.
+    ``estimator``: ``exact`` (default) or a stochastic Taylor estimator of the Laplacian,
+    second-order and bi-Laplacian requests (``pinnkit.diffops.ESTIMATORS``: ``stde``,
+    ``sdgd``) with ``samples`` random directions / dimensions per point and step, drawn
+    per ``point`` or per ``step`` (``draw``)."""
 
     method: str = "taylor"
+    estimator: str = "exact"
+    samples: int = 16
+    draw: str = "point"
+
+    def problems(self) -> list[tuple[str, str, object]]:
+        """``(key, what is expected, value)`` for the first option out of range (empty:
+        valid); ``method`` itself is checked against ``METHODS`` by the loader."""
+        from ..diffops import ESTIMATORS
+
+        names = ("exact", *ESTIMATORS)
+        if self.estimator not in names:
+            return [("estimator", f"expected one of {names}", self.estimator)]
+        if self.estimator == "exact":
+            return []
+        est = ESTIMATORS[self.estimator]
+        if self.method != "taylor":
+            return [("method", f"the {self.estimator} estimator runs on the Taylor engine; set "
+                     "diffops.method: taylor or diffops.estimator: exact", self.method)]
+        if not (isinstance(self.samples, int) and self.samples >= est.min_samples):
+            return [("samples", f"expected an integer >= {est.min_samples} (random {est.unit} per "
+                     "point and step)", self.samples)]
+        if self.draw not in ("point", "step"):
+            return [("draw", "expected point (own directions per point) or step (one set per step)",
+                     self.draw)]
+        return []
 
 
 @dataclass(frozen=True)

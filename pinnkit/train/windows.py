@@ -33,7 +33,7 @@ from jaxtyping import Array, Float
 from .._jsonsafe import dumps as json_dumps
 from .._types import Point
 from ..errors import ConfigError
-from ..nn.layers import Normalize, PeriodicEmbedding
+from ..nn.embeddings import Normalize, PeriodicEmbedding
 from ..physics.constraints import AbstractTimeRestart
 from ..physics.problem import Problem
 from ..physics.terms import Initial
