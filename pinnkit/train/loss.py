@@ -32,6 +32,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ..diffops import AbstractDiffMethod
+from ..optim.woodbury import weighted_rows
 from ..physics.problem import Problem
 from .sampling import Sampler
 from .weighting import Causal, ntk_traces
@@ -230,6 +231,33 @@ class Loss(eqx.Module):
         gram, grad, terms = self._on_devices(per_device, (P(), P(), P("data")), P())(params, key, arrays)
         total = sum(self.weights[k] * terms[k] for k in sorted(terms))
         return total, terms, gram, ravel_pytree(params)[1](grad)
+
+    def residual_rows(self, params, key, arrays
+                      ) -> tuple[Array, dict, Float[Array, "N P"], Float[Array, " N"]]:
+        """``(total, terms, J, r)`` on the step's batch with the fixed weights: the loss
+        and its terms as `gauss_newton` gives them, and the weighted residual rows
+        $\\hat J = [\\sqrt{2\\lambda_k/N_k}\\,J_k]_k$ ``(N, P)``, $\\hat r$ ``(N,)``
+        (`pinnkit.optim.weighted_rows`), so that $\\hat J^\\top \\hat J$ is the
+        Gramian and $\\hat J^\\top \\hat r = \\nabla L$: what the point-space
+        (Woodbury) natural gradient solves with. The rows stay sharded over ``"data"``
+        (each device's own points, terms in sorted order within each device's block).
+        Needs ``accumulate == 1``."""
+        n_dev = self.n_devices
+
+        def per_device(params, key, arrays):
+            flat, unravel = ravel_pytree(params)
+            flat = jax.lax.pcast(flat, "data", to="varying")  # as in gauss_newton
+            batch = self.local_batch(key, arrays, {}, 0)
+            res = self.problem.residual_jacobians(lambda th: self.model(unravel(th)), flat, batch,
+                                                  self._estimate(key))
+            jac, r = weighted_rows(res, self.weights, n_dev)
+            sums = {k: jnp.sum(jnp.square(v[0])) / (v[0].shape[0] * n_dev) for k, v in res.items()}
+            return jac, r, jax.lax.psum(sums, "data")
+
+        jac, r, terms = self._on_devices(per_device, (P(), P(), P("data")),
+                                         (P("data"), P("data"), P()))(params, key, arrays)
+        total = sum(self.weights[k] * terms[k] for k in sorted(terms))
+        return total, terms, jac, r
 
     def ntk_traces(self, params, key, arrays, points, tol) -> dict[str, Float[Array, ""]]:
         """Mean NTK trace of each term (`pinnkit.train.weighting.ntk_traces`) on every

@@ -131,8 +131,11 @@ def log_records(path, history, m, start, phase, every, total, upto=None):
             rec = {"step": s, "phase": phase, "loss": float(m["loss"][i]), "terms": terms}
             if "weights" in m:
                 rec["weights"] = {k: float(v[i]) for k, v in sorted(m["weights"].items())}
-            if "step_size" in m:  # natural gradient: the line search's eta*
-                rec["step_size"] = float(m["step_size"][i])
+            # second-order phases: the line search's step, and for ssbfgs/ssbroyden the
+            # curvature y.s and the self-scaling factor tau of the step
+            for name in ("step_size", "curvature", "scaling"):
+                if name in m:
+                    rec[name] = float(m[name][i])
             if "grad_norm" in m:  # a phase stopping on grad_tol
                 rec["grad_norm"] = float(m["grad_norm"][i])
             if "causal" in m:

@@ -6,6 +6,7 @@ config schema and the builder read: a new phase is its file plus one line here.
 | ``adam``, ``sgd``, ``soap`` | `AdamPhase`, `SgdPhase`, `SoapPhase` | ``optax.py`` |
 | ``lbfgs`` | `LbfgsPhase` | ``lbfgs.py`` |
 | ``natural_gradient`` | `NaturalGradientPhase` | ``natural_gradient.py`` |
+| ``ssbfgs``, ``ssbroyden`` | `SsbfgsPhase`, `SsbroydenPhase` | ``quasi_newton.py`` |
 """
 
 from ._base import AbstractPhase as AbstractPhase
@@ -15,6 +16,8 @@ from .optax import AdamPhase as AdamPhase
 from .optax import ScheduleConfig as ScheduleConfig
 from .optax import SgdPhase as SgdPhase
 from .optax import SoapPhase as SoapPhase
+from .quasi_newton import SsbfgsPhase as SsbfgsPhase
+from .quasi_newton import SsbroydenPhase as SsbroydenPhase
 
 PHASES: dict[str, type[AbstractPhase]] = {
     "adam": AdamPhase,
@@ -22,4 +25,6 @@ PHASES: dict[str, type[AbstractPhase]] = {
     "lbfgs": LbfgsPhase,
     "soap": SoapPhase,
     "natural_gradient": NaturalGradientPhase,
+    "ssbfgs": SsbfgsPhase,
+    "ssbroyden": SsbroydenPhase,
 }

@@ -1,7 +1,19 @@
-"""``kind: natural_gradient``: the energy natural gradient / damped Gauss-Newton step of
-`pinnkit.optim.natural_gradient` (Müller & Zeinhofer 2023), with the Gramian and the
-gradient from `Loss.gauss_newton` and a grid line search on the same loss. For small
-networks, preferably in float64.
+"""``kind: natural_gradient``: the energy natural gradient / damped Gauss-Newton step
+(Müller & Zeinhofer 2023) with a grid line search on the same loss. For small networks,
+preferably in float64.
+
+``solver: gramian`` (the default) with ``momentum: 0`` and no fixed ``step_size`` is
+`pinnkit.optim.natural_gradient` on the $P \\times P$ Gramian of `Loss.gauss_newton`,
+$O(NP^2 + P^3)$ per step. Any other choice runs
+`pinnkit.optim.woodbury_natural_gradient` on the weighted residual rows
+(`Loss.residual_rows`): ``woodbury`` solves in point space,
+$d = -\\hat J^\\top(\\hat J\\hat J^\\top + \\lambda I_N)^{-1}\\hat r$, $O(N^2P + N^3)$, the
+cheaper one when the $N$ residual rows are fewer than the $P$ parameters; ``auto``
+picks ``woodbury`` when $N < P$ and ``gramian`` otherwise (decided when the step is
+compiled, from the shapes); ``momentum`` $\\mu > 0$ adds SPRING's momentum (Goldshlager
+et al. 2024, Guzmán-Cordero et al. 2025); ``step_size`` replaces the line search by a
+fixed step. Both solves give the same direction (the push-through identity) with the
+same damping $\\lambda$.
 
 The Gramian is formed from the whole batch with the fixed term weights and the
 sampler's own points (``gauss_newton`` below), so the builder rejects gradient
@@ -12,9 +24,11 @@ accumulation, adaptive or causal weights and adaptive point sets with this phase
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+import equinox as eqx
 import optax
+from jax.flatten_util import ravel_pytree
 
-from ...optim import natural_gradient
+from ...optim import natural_gradient, woodbury_natural_gradient
 from ._base import AbstractOptimizerPhase, positive_or_null, with_grad_norm
 
 
@@ -23,50 +37,80 @@ class NaturalGradientConfig:
     """``kind: natural_gradient``: damping $\\lambda = $ ``damping`` $\\cdot\\operatorname{tr}(G)/P$,
     the best of ``step_grid`` step sizes $1, 2^{-1}, \\dots$; ``safeguard``: reject a step
     that raises the loss and raise the damping; stop the phase early at a relative loss
-    change ``tol`` or a gradient norm ``grad_tol`` (null: never)."""
+    change ``tol`` or a gradient norm ``grad_tol`` (null: never). ``solver``: ``gramian``
+    (default), ``woodbury`` or ``auto``; ``momentum``: SPRING's $\\mu \\in [0, 1)$ (0: off);
+    ``step_size``: a fixed step instead of the line search (null: the line search); the
+    module docstring says which solve each choice runs."""
 
     kind: Literal["natural_gradient"] = "natural_gradient"
     steps: int | None = None
     damping: float = 1.0e-10
     step_grid: int = 20
     safeguard: bool = False
+    solver: Literal["gramian", "woodbury", "auto"] = "gramian"
+    momentum: float = 0.0
+    step_size: float | None = None
     tol: float | None = None
     grad_tol: float | None = None
+
+    @property
+    def uses_rows(self) -> bool:
+        """Whether the step runs on the residual rows (`woodbury_natural_gradient`)
+        rather than the Gramian of the plain method."""
+        return self.solver != "gramian" or self.momentum != 0 or self.step_size is not None
 
     def problems(self) -> list[tuple[str, str, object]]:
         checks = [
             ("damping", self.damping >= 0, "expected a number >= 0", self.damping),
             ("step_grid", self.step_grid >= 1, "expected an integer >= 1", self.step_grid),
+            ("momentum", 0 <= self.momentum < 1, "expected a number in [0, 1)", self.momentum),
+            ("safeguard", not (self.safeguard and self.uses_rows),
+             "the safeguard is only for solver: gramian without momentum or step_size", self.safeguard),
         ]
         bad = [(k, msg, v) for k, ok, msg, v in checks if not ok]
-        return bad + positive_or_null(self, ("tol", "grad_tol"))
+        return bad + positive_or_null(self, ("step_size", "tol", "grad_tol"))
 
     def state_words(self, n_params: int, rows: int) -> float:
-        """Words a step holds (the memory plan): the P x P Gramian and the ``rows`` x P
-        residual Jacobian."""
-        return float(n_params) ** 2 + rows * n_params
+        """Words a step holds (the memory plan): the ``rows`` x P residual Jacobian plus
+        the P x P Gramian, or (woodbury, and auto with ``rows`` < P) the ``rows`` x
+        ``rows`` kernel and the momentum vector."""
+        point_space = self.solver == "woodbury" or (self.solver == "auto" and rows < n_params)
+        if point_space:
+            return float(rows) ** 2 + rows * n_params + n_params
+        return float(n_params) ** 2 + rows * n_params + (n_params if self.uses_rows else 0)
 
 
 class NaturalGradientPhase(AbstractOptimizerPhase):
+    """``rows``: the step runs on the residual rows (`NaturalGradientConfig.uses_rows`)."""
+
     kind: ClassVar[str] = "natural_gradient"
     Config: ClassVar[type] = NaturalGradientConfig
     line_search: ClassVar[bool] = True
     gauss_newton: ClassVar[bool] = True
     updates_weights: ClassVar[bool] = False
+    rows: bool = eqx.field(static=True, default=False)
 
     @classmethod
     def from_config(cls, cfg, start, steps, coeff_lrs):
         del coeff_lrs  # no learning rate: the line search sets the step
-        opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol)
+        if cfg.uses_rows:
+            opt = woodbury_natural_gradient(damping=cfg.damping, grid=cfg.step_grid, solver=cfg.solver,
+                                            momentum=cfg.momentum, learning_rate=cfg.step_size)
+        else:
+            opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard)
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, cfg.uses_rows)
 
     def step(self, loss, params, state, key, arrays, ctx):
-        # Gramian and gradient in one pass; the line search evaluates the same loss.
-        total, terms, gram, grads = loss.gauss_newton(params, key, arrays)
-        updates, state = self.optimizer.update(
-            grads, state, params, gramian=gram,
-            value_fn=lambda p: loss.value(p, key, arrays, ctx), value=total,
-        )
+        value_fn = lambda p: loss.value(p, key, arrays, ctx)  # noqa: E731
+        if self.rows:  # point- or parameter-space solve from the weighted residual rows
+            total, terms, jac, res = loss.residual_rows(params, key, arrays)
+            updates, state = self.optimizer.update(params, state, params, jacobian=jac, residual=res,
+                                                   value_fn=value_fn, value=total)
+            grads = ravel_pytree(params)[1](jac.T @ res)  # grad L = J^T r (grad_tol only)
+        else:  # Gramian and gradient in one pass; the line search evaluates the same loss
+            total, terms, gram, grads = loss.gauss_newton(params, key, arrays)
+            updates, state = self.optimizer.update(grads, state, params, gramian=gram,
+                                                   value_fn=value_fn, value=total)
         params = optax.apply_updates(params, updates)
         metrics = {"loss": total, "terms": terms, "step_size": state.step_size}
         return params, state, with_grad_norm(self, metrics, grads)
