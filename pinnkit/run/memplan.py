@@ -112,8 +112,9 @@ def _optimizer_words(cfg: RunConfig, n_params: int, rows: int) -> tuple[float, s
     for i, ph in enumerate(cfg.optim.phases):
         words = ph.state_words(n_params, rows)
         if words > worst:
-            worst, key = words, (f"network.width (the optimiser state grows with the parameters) "
-                                 f"or optim.phases.{i}.kind (here {ph.kind})")
+            worst, key = words, (f"network.width (the optimiser state grows with the {n_params:,} "
+                                 f"parameters) or optim.phases.{i}.kind (here {ph.kind}; lbfgs "
+                                 "and adam keep a few vectors of the parameters' size)")
     return worst, key
 
 
