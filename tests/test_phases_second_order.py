@@ -38,8 +38,8 @@ TINY = ROOT / "configs" / "tiny" / "poisson2d.yaml"
 
 
 def _over(kind: str, seed: int) -> list[str]:
-    return [f"train.seed={seed}", "numerics.x64=true", "network.width=8", "sampler.batch.pde=128", "train.steps=40",
-            "train.chunk=10", "train.log_every=1", "checkpoint.every=10",
+    return [f"train.seed={seed}", "numerics.x64=true", "network.width=8", "sampler.batch.pde=128",
+            "train.steps=40", "train.chunk=10", "train.log_every=1", "checkpoint.every=10",
             "optim.phases.0={kind: adam, lr: 1.0e-2, steps: 10}", f"optim.phases.1={{kind: {kind}}}"]
 
 
