@@ -7,12 +7,16 @@ Each (config, seed) trains in its own run folder ``OUT/<config stem>/seed<k>`` (
 process, one after another: one training at a time), via `pinnkit.run.rundir.train_to_dir`
 with ``--set train.seed=k`` and any extra ``--set`` overrides. Written to ``OUT``:
 
-- ``ablation.csv``: one row per run (config, seed, rel. L2 of each field, wall s, steps/s);
+- ``ablation.csv``: one row per run (config, seed, rel. L2 of each field, wall s, CPU s,
+  steps/s);
 - ``ablation.md``: a markdown table, mean ± spread over seeds per config, with the load
   average (``uptime``) before and after;
 - ``ablation.png``: a bar plot of the mean rel. L2 error (log scale; seeds as dots).
 
-Wall time counts compilation and evaluation (``summary.json``'s ``wall_s``).
+Wall time counts compilation and evaluation (``summary.json``'s ``wall_s``); CPU time is
+this process's user + system seconds over the whole `train_to_dir` call (all threads),
+kept in ``cpu_s.txt`` of the run folder so that ``--report`` shows it too. On a shared
+machine the CPU seconds are the figure to compare.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -52,11 +57,16 @@ def run_all(configs: list[Path], seeds: list[int], out: Path, overrides: list[st
                 cfg = load_config(cfg_path, [*overrides, f"train.seed={seed}"])
                 jax.config.update("jax_enable_x64", bool(cfg.numerics.x64))
                 print(f"[ablate] {cfg_path.stem} seed {seed} -> {folder}", file=sys.stderr, flush=True)
+                cpu0 = time.process_time()
                 train_to_dir(cfg, folder, overwrite=True, progress=False, plots=False)
+                (folder / "cpu_s.txt").write_text(f"{time.process_time() - cpu0:.2f}\n")
             summary = json.loads((folder / "summary.json").read_text())
+            cpu_file = folder / "cpu_s.txt"
             rows.append({"config": cfg_path.stem, "seed": seed, **{
                 f"rel_l2_{k}": v for k, v in summary["rel_l2"].items()},
-                "wall_s": summary["wall_s"], "steps": summary["steps"],
+                "wall_s": summary["wall_s"],
+                "cpu_s": float(cpu_file.read_text()) if cpu_file.exists() else None,
+                "steps": summary["steps"],
                 "steps_per_s": summary["steps_per_s"], "outcome": summary["outcome"]})
     return rows
 
@@ -69,10 +79,11 @@ def write_table(rows: list[dict], out: Path, load_before: str, load_after: str, 
         w.writeheader()
         w.writerows(rows)
     err_keys = [k for k in keys if k.startswith("rel_l2_")]
+    cpu = any(r.get("cpu_s") is not None for r in rows)
     lines = [f"`{command}`", "", f"load before: `{load_before}`", f"load after: `{load_after}`", "",
              "| config | seeds | " + " | ".join(f"rel. L2 {k[7:]} (mean, min–max)" for k in err_keys)
-             + " | wall s (mean) | steps/s (mean) |",
-             "|---|---|" + "---|" * len(err_keys) + "---|---|"]
+             + " | wall s (mean) | steps/s (mean) |" + (" CPU s (mean) |" if cpu else ""),
+             "|---|---|" + "---|" * len(err_keys) + "---|---|" + ("---|" if cpu else "")]
     for name in dict.fromkeys(r["config"] for r in rows):
         rs = [r for r in rows if r["config"] == name]
         errs = []
@@ -83,6 +94,9 @@ def write_table(rows: list[dict], out: Path, load_before: str, load_after: str, 
         lines.append(f"| {name} | {len(rs)} | " + " | ".join(errs)
                      + f" | {np.mean([r['wall_s'] for r in rs]):.0f} | "
                      + (f"{np.mean(sps):.1f}" if sps else "–") + " |")
+        if cpu:
+            cs = [r["cpu_s"] for r in rs if r.get("cpu_s") is not None]
+            lines[-1] += (f" {np.mean(cs):.0f} |" if cs else " – |")
     text = "\n".join(lines) + "\n"
     (out / "ablation.md").write_text(text)
     _plot(rows, err_keys[0], out / "ablation.png")

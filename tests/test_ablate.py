@@ -27,3 +27,11 @@ def test_table_means_and_ranges(tmp_path):
     with open(tmp_path / "ablation.csv") as f:
         assert [r["config"] for r in csv.DictReader(f)] == ["base", "base", "no_x"]
     assert (tmp_path / "ablation.png").stat().st_size > 0
+
+
+def test_cpu_seconds_get_a_column_when_measured(tmp_path):
+    rows = [{"config": "a", "seed": s, "rel_l2_u": 1e-3, "wall_s": 10.0, "cpu_s": c, "steps": 5,
+             "steps_per_s": 1.0, "outcome": "successful"} for s, c in [(0, 12.0), (1, 16.0)]]
+    text = _module().write_table(rows, tmp_path, "load a", "load b", "cmd")
+    assert "| a | 2 | 1.00e-03 (1.00e-03–1.00e-03) | 10 | 1.0 | 14 |" in text
+    assert "CPU s (mean)" in text

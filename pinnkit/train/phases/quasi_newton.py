@@ -38,7 +38,7 @@ class SelfScaledConfig:
 
     kind: str = "ssbfgs"
     steps: int | None = None
-    max_linesearch_steps: int = 25
+    max_linesearch_steps: int = 16
     slope_rtol: float = 1.0e-4
     curv_rtol: float = 0.9
     max_memory_gib: float | None = None
