@@ -52,7 +52,7 @@ def _trained(kind, out, trained):
     qn = [h for h in full.history if h["phase"] == 1]
     assert len(qn) == 30
     # Dense quasi-Newton from the Adam point: the loss falls > 100x in 30 steps here
-    # (MARGINS)
+    # (measured 1.3e-4 to 2.6e-4 over seeds 0-2, float64, default ISA: margin >= 38x)
     trained.check(f"{kind}: loss 39 / loss 10", qn[-1]["loss"] / qn[0]["loss"], "<", 1e-2)
     # every accepted strong-Wolfe step has y.s > 0; the factor tau is in (0, 1] (SSBFGS
     # caps it at 1; SSBroyden multiplies that by sigma^(-1/(P-1)) <= 1 or takes sigma)
