@@ -108,3 +108,16 @@ def with_grad_norm(phase: AbstractPhase, metrics: dict, grads) -> dict:
         return metrics
     return {**metrics, "grad_norm": optax.tree.norm(grads)}
 
+
+
+def line_search_update(optimizer, loss, params, state, key, arrays, ctx):
+    """One update of a transformation with a line search on the loss (``lbfgs``,
+    ``ssbfgs``, ``ssbroyden``: optax's ``value``, ``grad``, ``value_fn`` protocol):
+    ``(params, state, total, aux, grads)`` with the loss, its aux and its gradient
+    measured before the update."""
+    (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)
+    updates, state = optimizer.update(
+        grads, state, params, value=total, grad=grads,
+        value_fn=lambda p: loss.value(p, key, arrays, ctx),
+    )
+    return optax.apply_updates(params, updates), state, total, aux, grads

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 import optax
 
-from ._base import AbstractOptimizerPhase, positive_or_null, with_grad_norm
+from ._base import AbstractOptimizerPhase, line_search_update, positive_or_null, with_grad_norm
 from .optax import clipped
 
 
@@ -56,10 +56,6 @@ class LbfgsPhase(AbstractOptimizerPhase):
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol)
 
     def step(self, loss, params, state, key, arrays, ctx):
-        (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)
-        updates, state = self.optimizer.update(
-            grads, state, params, value=total, grad=grads,
-            value_fn=lambda p: loss.value(p, key, arrays, ctx),
-        )
-        params = optax.apply_updates(params, updates)
+        params, state, total, aux, grads = line_search_update(self.optimizer, loss, params, state,
+                                                              key, arrays, ctx)
         return params, state, with_grad_norm(self, {"loss": total, **aux}, grads)

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import jax
-import optax
 
 from ...optim import ssbfgs, ssbroyden
-from ._base import AbstractOptimizerPhase, positive_or_null, with_grad_norm
+from ._base import AbstractOptimizerPhase, line_search_update, positive_or_null, with_grad_norm
 
 _warned_x64 = False
 
@@ -103,12 +102,8 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol)
 
     def step(self, loss, params, state, key, arrays, ctx):
-        (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)
-        updates, state = self.optimizer.update(
-            grads, state, params, value=total, grad=grads,
-            value_fn=lambda p: loss.value(p, key, arrays, ctx),
-        )
-        params = optax.apply_updates(params, updates)
+        params, state, total, aux, grads = line_search_update(self.optimizer, loss, params, state,
+                                                              key, arrays, ctx)
         metrics = {"loss": total, **aux, "step_size": state.step_size,
                    "curvature": state.curvature, "scaling": state.tau}
         return params, state, with_grad_norm(self, metrics, grads)
