@@ -95,6 +95,22 @@ def test_self_scaled_options_are_validated():
             load_config(TINY, [f"optim.phases.0={{kind: ssbroyden, {bad}}}"])
 
 
+def test_a_self_scaled_phase_in_float32_warns_once(monkeypatch):
+    import warnings
+
+    from pinnkit.train.phases import PHASES, quasi_newton
+
+    monkeypatch.setattr(quasi_newton, "_warned_x64", False)
+    assert not jax.config.jax_enable_x64
+    build = {k: (PHASES[k], PHASES[k].Config()) for k in ("ssbfgs", "ssbroyden")}
+    with pytest.warns(UserWarning, match="numerics.x64: true") as got:
+        build["ssbfgs"][0].from_config(build["ssbfgs"][1], 0, 10, {})
+    assert len(got) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        build["ssbroyden"][0].from_config(build["ssbroyden"][1], 10, 10, {})
+
+
 def _cli(*args):
     cmd = [sys.executable, "-m", "pinnkit.cli", "train", str(TINY), "--devices", "1", "--quiet",
            "--no-plots", *args]
