@@ -15,7 +15,7 @@ import pytest
 from pinnkit.diffops import Autodiff, Layout, Taylor
 from pinnkit.geometry import Disk, DistanceDirichlet, Polygon, Rectangle, difference, rotate, translate
 from pinnkit.geometry.singular import Corner, CornerEnrichment, corner
-from pinnkit.nn.layers import build_mlp_network
+from pinnkit.nn.nets import build_mlp_network
 
 L_SHAPE = [[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]]
 

@@ -14,11 +14,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..physics.host import HostFunction
 from ..physics.problem import Problem
 
 
 def predict(fn: Callable, points: np.ndarray, batch: int = 16384, dtype=jnp.float32) -> np.ndarray:
-    """``vmap(fn)`` over ``points`` in batches of ``batch`` rows; returns numpy ``(n, m)``."""
+    """``vmap(fn)`` over ``points`` in batches of ``batch`` rows; returns numpy ``(n, m)``.
+    A `HostFunction` (a numpy reference) is evaluated on the host, outside JAX."""
+    if isinstance(fn, HostFunction):
+        return fn.host(points, np.dtype(dtype))
     f = eqx.filter_jit(jax.vmap(fn))
     n = points.shape[0]
     pad = (-n) % batch if n > batch else 0
