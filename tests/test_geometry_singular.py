@@ -11,7 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import yaml
 
+from pinnkit.cli import main
 from pinnkit.diffops import Autodiff, Layout, Taylor
 from pinnkit.geometry import Disk, DistanceDirichlet, Polygon, Rectangle, difference, rotate, translate
 from pinnkit.geometry.singular import Corner, CornerEnrichment, corner
@@ -157,7 +159,8 @@ def test_blend_at_a_vertex_is_the_meeting_pieces_data(f64):
     shape = Polygon(L_SHAPE, names={"side0": "bottom", "side1": "notch", "side2": "notch",
                                     "side3": "right", "side4": "top", "side5": "left"})
     data = {"bottom": lambda x: 1.0 + x[0] ** 2, "notch": lambda x: 1.0 + 0 * x[0],
-            "right": lambda x: 1.0 + x[1], "top": lambda x: 1.5 + 0.5 * x[0], "left": lambda x: 1.5 - 0.5 * x[1]}
+            "right": lambda x: 1.0 + x[1], "top": lambda x: 1.5 + 0.5 * x[0],
+            "left": lambda x: 1.5 - 0.5 * x[1]}
     pieces = tuple(data)
     hd = DistanceDirichlet(shape, pieces, ((0,),) * len(pieces),
                            tuple((lambda x, f=f: jnp.atleast_1d(f(x))) for f in data.values()))
@@ -165,3 +168,47 @@ def test_blend_at_a_vertex_is_the_meeting_pieces_data(f64):
     verts = jnp.asarray([[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]], jnp.float64)
     want = np.asarray([2.0, 1.0, 1.0, 1.0, 2.0, 1.0])  # the data of the two sides at each vertex
     np.testing.assert_allclose(np.asarray(u(verts)), want, rtol=1e-15)
+
+
+# ----------------------------------------------------------- bad configs through the CLI
+
+
+def _lshape_cfg(domain, at):
+    return {
+        "problem": {"name": "expression", "params": {
+            "domain": domain, "fields": ["u"], "equations": {"pde": "-lap(u) - 1"},
+            "conditions": {"wall": {"where": "boundary", "dirichlet": 0}}}},
+        "network": {"width": 4, "depth": 1, "hard_constraint": True, "singular": [{"at": at}]},
+        "sampler": {"batch": {"pde": 16}},
+        "train": {"steps": 1}, "checkpoint": {"every": 0}, "eval": {"resolution": 5},
+    }
+
+
+@pytest.mark.parametrize("domain,at,fix", [
+    ({"polygon": {"vertices": L_SHAPE}}, [0.5, 0.5], "is not on the shape's boundary"),
+    ({"polygon": {"vertices": L_SHAPE}}, [0.5, 1.0], "not a corner: the boundary is straight there"),
+    ({"polygon": {"vertices": L_SHAPE}}, [1.0, 1.0], "remove it or set terms explicitly"),
+    ({"disk": {"center": [0, 0], "radius": 1}}, [1.0, 0.0], "lies on the curved boundary part"),
+])
+def test_bad_corner_in_a_config_exits_2_naming_the_key(tmp_path, capsys, domain, at, fix):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_lshape_cfg(domain, at)))
+    rc = main(["train", str(path), "--out", str(tmp_path / "run"), "--no-plots", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert "Traceback" not in err and "\n\n" not in err  # one paragraph
+    flat = " ".join(err.split()).replace("- ", "-")  # the CLI wraps lines, also at hyphens
+    assert "network.singular.0" in flat and fix in flat, flat
+
+
+def test_corner_on_a_box_problem_exits_2(tmp_path, capsys):
+    """A built-in problem on a `Box` (not a geometry shape) names the key and what it needs."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("problem: {name: poisson2d}\nnetwork: {width: 4, depth: 1, singular: [{at: [0, 0]}]}\n"
+                    "train: {steps: 1}\ncheckpoint: {every: 0}\n")
+    rc = main(["train", str(path), "--out", str(tmp_path / "run"), "--no-plots", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    flat = " ".join(err.split())
+    assert "Traceback" not in err and "network.singular.0" in flat, flat
+    assert "needs a 2-D geometry shape" in flat, flat

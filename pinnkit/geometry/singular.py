@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -151,6 +152,13 @@ def corner(shape: AbstractShape, at, radius: float | None = None, terms: int | N
     pieces of the shape touch, or if ``radius`` exceeds $R_{max}$ or ``terms`` < 1, or if
     the shape is not 2-D.
     """
+    # the geometry is probed with concrete numbers even when the network is built under
+    # a trace (the memory plan builds it inside ``eqx.filter_eval_shape``)
+    with jax.ensure_compile_time_eval():
+        return _corner(shape, at, radius, terms, what)
+
+
+def _corner(shape: AbstractShape, at, radius: float | None, terms: int | None, what: str) -> Corner:
     if not isinstance(shape, AbstractShape) or shape.dim != 2:
         raise ValueError(f"{what}: a corner enrichment needs a 2-D geometry shape (polygon, CSG of "
                          f"2-D primitives), not {type(shape).__name__} with coordinates {shape.coords}")
@@ -204,8 +212,9 @@ def corner(shape: AbstractShape, at, radius: float | None = None, terms: int | N
         if float(shape.sdf(jnp.asarray(probe, dtype))) < 0:
             inside.append((ang, width))
     if len(inside) != 1:
-        raise ValueError(f"{what}.at: {c.tolist()} is where {len(inside)} separate sectors of the shape meet, "
-                         "not a corner of one region; enrich corners where exactly two edges bound the shape")
+        raise ValueError(f"{what}.at: {c.tolist()} is where {len(inside)} separate sectors of the shape "
+                         "meet, not a corner of one region; enrich corners where exactly two edges bound "
+                         "the shape")
     start, omega = inside[0]
     if abs(omega - math.pi) < 1e-9:
         raise ValueError(f"{what}.at: {c.tolist()} is not a corner: the boundary is straight there "
