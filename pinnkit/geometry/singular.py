@@ -19,9 +19,10 @@ starting at 0) and the cut-off $\\chi(t) = (1 - t^2)^4$ for $t < 1$, 0 beyond ($
 polynomial in $\\rho^2$, so smooth at the corner). `corner` finds the corner's wedge from
 the shape and the largest radius $R$ whose disk meets no boundary but the corner's two
 straight edges, so every $S_{cj}$ vanishes on the whole boundary and a hard constraint
-stays exact. The $S_{cj}$ are harmonic wherever $\\chi = 1$, so the residual stays
-bounded. Nothing here knows the solution: the exponents come from the angle, the
-coefficients from training.
+stays exact. With $s = \\rho^{\\lambda}\\sin\\lambda\\theta$ harmonic,
+$\\Delta(\\chi s) = 2\\nabla\\chi\\cdot\\nabla s + s\\Delta\\chi$ stays bounded
+($\\nabla\\chi = O(\\rho)$), so the residual does. Nothing here knows the solution: the
+exponents come from the angle, the coefficients from training.
 
 **At the corner.** Each $S$ is continuous with value 0 at $\\rho = 0$, where its true
 derivatives of order $k > \\lambda$ are infinite; there the rules give 0 for every
