@@ -42,6 +42,22 @@ def test_lower_bounds_count_parameters_points_and_activations():
     assert half["activations of term 'pde'"] == parts["activations of term 'pde'"] / 2
 
 
+def test_lower_bounds_of_a_hard_constrained_mesh_problem():
+    """Building the network reads the problem's arrays on the host (a triangle mesh's
+    bounding box for the input normalisation): the plan must not trace the problem."""
+    from pathlib import Path
+
+    from pinnkit.run.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "configs" / "tiny" / "poisson_mesh.yaml", [])
+    problem = build_problem(cfg)
+    parts = {p.what: p.bytes for p in memplan.lower_bounds(cfg, problem, 1)}
+    run = build_run(cfg, mesh=make_mesh(1))
+    n_params = sum(x.size for x in jax.tree_util.tree_leaves(run.network) if hasattr(x, "size"))
+    assert parts["parameters"] == 4 * n_params
+
+
 def test_compiled_estimate_refuses_what_the_bounds_let_through(monkeypatch):
     """With the device's free memory just above the lower bound, the compiled chunk (XLA's
     memory analysis: temporaries the bound does not count) is what refuses the run."""
