@@ -13,7 +13,8 @@ from pinnkit.run.config import from_dict
 
 
 @pytest.mark.parametrize("name", ["poisson2d", "burgers", "taylor_green", "beltrami_flow",
-                                  "ebm", "tracer_transport", "williamson2"])
+                                  "ebm", "tracer_transport", "williamson2",
+                                  "poisson_ball"])
 def test_grid_points_match_the_domain_grid(name):
     domain = PROBLEMS[name]().domain
     for r in (3, 6):

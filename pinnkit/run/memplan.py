@@ -98,12 +98,9 @@ def device_available(device) -> float:
 
 
 def grid_points(domain, resolution: int) -> int:
-    """Points of ``domain.grid(resolution)`` without building it."""
-    from ..sphere.domain import Sphere
-
-    if isinstance(domain, Sphere):  # (nt,) nlon = 2 nlat, nlat = resolution
-        return 2 * resolution**2 * (resolution if domain.timed else 1)
-    return resolution**domain.dim
+    """Points of ``domain.grid(resolution)`` without building it (`AbstractDomain.grid_size`:
+    a tensor grid has ``resolution**dim``, a ball's uniform set ``resolution**2``)."""
+    return domain.grid_size(resolution)
 
 
 def _optimizer_words(cfg: RunConfig, n_params: int, rows: int) -> tuple[float, str]:
