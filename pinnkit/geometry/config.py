@@ -26,8 +26,9 @@ from ..errors import ConfigError
 from .base import AbstractShape
 from .csg import Difference, Intersection, Union
 from .domains import SpaceTime
-from .primitives2d import Disk, Ellipse, Polygon, Rectangle, Triangle
-from .primitives3d import Ball, Cuboid, Cylinder, ExtrudedPolygon
+from .primitives2d import Ellipse, Polygon, Rectangle, Triangle
+from .primitives3d import Cuboid, Cylinder, ExtrudedPolygon
+from .round import Ball, Disk
 from .transforms import rotate, scale, translate
 
 
