@@ -174,6 +174,30 @@ def _primitive(kind, spec, here, coords, base_dir):
     return TriangleMesh.from_file(path, coords=c, scale=num.get("scale", 1.0), **names)
 
 
+def resolve_files(params: Mapping, base_dir: str | Path | None) -> dict:
+    """``params`` with the mesh files of its geometry trees found relative to ``base_dir``
+    (the config file's folder) first, then the current folder, as observation files are:
+    a relative ``file`` that exists under ``base_dir`` becomes that path; others are kept
+    (and a missing one is reported by `TriangleMesh.from_file`)."""
+    if base_dir is None:
+        return dict(params)
+
+    def walk(node):
+        if isinstance(node, list | tuple):
+            return [walk(v) for v in node]
+        if not isinstance(node, Mapping):
+            return node
+        out = {k: walk(v) for k, v in node.items()}
+        mesh = out.get("mesh")
+        if isinstance(mesh, Mapping) and isinstance(mesh.get("file"), str):
+            path = Path(mesh["file"])
+            if not path.is_absolute() and (Path(base_dir) / path).exists():
+                out["mesh"] = {**mesh, "file": str(Path(base_dir) / path)}
+        return out
+
+    return {k: walk(v) if is_geometry(v) else v for k, v in params.items()}
+
+
 def is_geometry(spec) -> bool:
     """Whether a ``domain`` mapping is a geometry tree (one key is a shape kind)."""
     return isinstance(spec, Mapping) and any(k in KINDS for k in spec)

@@ -21,6 +21,7 @@ from jax.sharding import Mesh
 from .._loader import load_callable
 from ..diffops import METHODS, AbstractDiffMethod
 from ..errors import ConfigError
+from ..geometry.config import resolve_files
 from ..nn.layers import Network, Parity
 from ..nn.nets import build_network as build_core_network
 from ..nn.nets import physics_informed_init
@@ -88,7 +89,7 @@ def _factory(cfg: RunConfig):
 def build_problem(cfg: RunConfig) -> Problem:
     """Calls the problem factory with ``problem.params``, checking names first."""
     factory = _factory(cfg)
-    params = dict(cfg.problem.params)
+    params = resolve_files(cfg.problem.params, cfg.source_dir)  # mesh files: config-relative
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):
