@@ -36,7 +36,7 @@ from . import checkpoint as ckpt
 from .build import build_run
 from .config import RunConfig, dump_config
 from .live import start_live_logging
-from .metrics import predict
+from .metrics import Predictor, predict
 
 versions = ckpt.package_versions
 
@@ -135,7 +135,7 @@ def problem_metrics(problem: Problem, network, batch: int, dtype) -> dict:
     else ``{}`` (see `Problem`)."""
     if problem.metrics is None:
         return {}
-    return {"metrics": problem.metrics(lambda pts: predict(network, np.asarray(pts), batch, dtype))}
+    return {"metrics": problem.metrics(Predictor(network, batch, dtype))}
 
 
 def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool, bool]:
