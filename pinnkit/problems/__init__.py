@@ -8,6 +8,7 @@ registration decorators, no import-time side effects.
 from .allen_cahn import allen_cahn
 from .burgers import burgers
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
+from .dfg import dfg_cylinder
 from .expression import expression
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import (
@@ -32,6 +33,7 @@ PROBLEMS = {
     "periodic_flow": periodic_flow,
     "beltrami_flow": beltrami_flow,
     "channel_flow": channel_flow,
+    "dfg_cylinder": dfg_cylinder,
     "burgers": burgers,
     "allen_cahn": allen_cahn,
     "burgers_inverse": burgers_inverse,
