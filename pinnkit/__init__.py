@@ -23,7 +23,6 @@ from .physics.terms import Initial as Initial
 from .physics.terms import Neumann as Neumann
 from .physics.terms import Observation as Observation
 from .physics.terms import Robin as Robin
-from .run.build import Run as Run
 from .run.build import build_run as build_run
 from .run.config import RunConfig as RunConfig
 from .run.config import load_config as load_config
@@ -35,3 +34,4 @@ from .train.loop import RESULTS as RESULTS
 from .train.loop import FitResult as FitResult
 from .train.loop import fit as fit
 from .train.sampling import Sampler as Sampler
+from .train.spec import Run as Run

@@ -88,7 +88,8 @@ def step_share(repeat):
 
     from pinnkit.diffops import Taylor
     from pinnkit.geometry import Disk, DistanceDirichlet, Rectangle, difference
-    from pinnkit.nn.layers import HardDirichlet, build_mlp_network
+    from pinnkit.nn.layers import HardDirichlet
+    from pinnkit.nn.nets import build_mlp_network
     from pinnkit.physics.problem import Problem
     from pinnkit.physics.terms import Equation
 

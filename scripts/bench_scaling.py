@@ -107,9 +107,12 @@ def main(argv=None):
     args = parse_args(argv)
     import jax
 
+    from pinnkit.cli.jaxsetup import multiprocess_options
     from pinnkit.parallel.distributed import detect, initialize
 
     spec = detect(args.coordinator, args.num_processes, args.process_id)
+    if spec.multi:
+        multiprocess_options()
     initialize(spec)
     # Only affects the CPU backend (virtual devices); GPUs are used as they are.
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)

@@ -43,7 +43,8 @@ from pinnkit.diffops import METHODS  # noqa: E402
 from pinnkit.parallel.mesh import make_mesh, replicate  # noqa: E402
 from pinnkit.run.build import build_run  # noqa: E402
 from pinnkit.run.config import from_dict  # noqa: E402
-from pinnkit.train.loop import TrainState, make_chunk, make_loss, point_arrays, split_model  # noqa: E402
+from pinnkit.train.loss import make_loss  # noqa: E402
+from pinnkit.train.step import TrainState, make_chunk, point_arrays, split_model  # noqa: E402
 
 PROTOCOLS = {
     "P1": ({"name": "poisson2d"}, {"pde": 4096, "boundary": 1024}),
@@ -86,13 +87,12 @@ def timed(fn, n_steps: int, repeats: int) -> tuple[float, float]:
 
 
 def pinnkit_rates(problem: str, method: str, chunk: int, repeats: int) -> tuple[float, float]:
-    """The training loop's own compiled chunk (`pinnkit.train.loop.make_chunk`)."""
+    """The training loop's own compiled chunk (`pinnkit.train.step.make_chunk`)."""
     run = build_run(pinnkit_config(problem, method, chunk), mesh=make_mesh(1))
     params, static = split_model(run)
     params = replicate(params, run.mesh)
     phase = run.phases[0]
-    state = replicate(TrainState(params, phase.optimizer.init(params), jnp.asarray(0, jnp.int32)),
-                      run.mesh)
+    state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
     chunk_fn = make_chunk(make_loss(run, static), phase, chunk, jax.random.key(2))
     arrays = point_arrays(run)
     return timed(lambda: chunk_fn(arrays, state)[1]["loss"], chunk, repeats)

@@ -108,7 +108,7 @@ def centreline_deviation(x, u, v, Re: int) -> dict[str, float]:
 
 
 def _lid(x, width):
-    from pinnkit.problems.navier_stokes import lid_profile_fn
+    from pinnkit.problems.cavity import lid_profile_fn
 
     return np.asarray(lid_profile_fn("smoothed", width)(x))
 

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from pinnkit.diffops import Autodiff, ForwardOverReverse, Layout, Taylor, collect_requests
-from pinnkit.diffops._taylor import _make_plan
-from pinnkit.nn.layers import MLP, HardDirichlet, Network, PeriodicEmbedding
+from pinnkit.diffops.jets import make_plan as _make_plan
+from pinnkit.nn.embeddings import PeriodicEmbedding
+from pinnkit.nn.layers import MLP, HardDirichlet, Network
 from pinnkit.nn.nets import build_network
 
 

@@ -15,11 +15,13 @@ from pinnkit.geometry.domains import Box
 from pinnkit.parallel.mesh import make_mesh, replicate
 from pinnkit.physics.problem import Problem
 from pinnkit.physics.terms import Equation
-from pinnkit.run import checkpoint as ckpt
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
+from pinnkit.train import checkpoint as ckpt
 from pinnkit.train.adaptive import Adaptive
-from pinnkit.train.loop import RESULTS, fit, init_extra, make_adapt, make_loss, point_arrays, split_model
+from pinnkit.train.loop import RESULTS, fit
+from pinnkit.train.loss import make_loss
+from pinnkit.train.step import init_extra, make_adapt, point_arrays, split_model
 from pinnkit.train.weighting import Causal
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny"

@@ -25,12 +25,13 @@ import pytest
 from pinnkit.cli.main import main
 from pinnkit.parallel import distributed as dist
 from pinnkit.parallel.mesh import evaluate_sharded, field_errors_sharded, make_mesh
-from pinnkit.run import checkpoint as ckpt
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
 from pinnkit.run.metrics import evaluate, field_errors
 from pinnkit.run.rundir import read_config
-from pinnkit.train.loop import find_checkpoint, fit, plan
+from pinnkit.train import checkpoint as ckpt
+from pinnkit.train.loop import find_checkpoint, fit
+from pinnkit.train.plan import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFT = str(ROOT / "configs" / "tiny" / "poisson2d_soft.yaml")  # two terms: pde, boundary
@@ -175,8 +176,9 @@ def test_four_device_checkpoint_resumes_on_one_and_two(mp_run, tmp_path):
 
 @pytest.mark.slow
 def test_killed_peer_makes_the_other_exit(tmp_path):
-    """SIGKILL on process 1 mid-training: process 0 exits non-zero within 60 s (the
-    runtime misses its heartbeats), with a message that names the cause."""
+    """SIGKILL on process 1 mid-training: process 0 exits 70 within 60 s (pinnkit's own
+    heartbeats stop, half the runtime's timeout), with one paragraph that names the lost
+    process and how to resume, no traceback and no C++ fatal log."""
     out = tmp_path / "kill"
     procs = launch(out, SOFT, "--set", "train.steps=100000", "--set", "train.chunk=10",
                    "--set", "train.log_every=10", "--heartbeat-timeout", "10")
@@ -186,8 +188,9 @@ def test_killed_peer_makes_the_other_exit(tmp_path):
         procs[1].kill()
         t0 = time.time()
         rc, err = procs[0].wait(timeout=60), procs[0].stderr.read()
-        assert rc != 0 and time.time() - t0 < 60
-        assert "another task died" in err or "heartbeat" in err, err[-2000:]
+        assert rc == 70 and time.time() - t0 < 60, (rc, err[-2000:])
+        assert "lost process 1" in err and "--resume auto" in err, err[-2000:]
+        assert "Traceback" not in err and "Check failure" not in err, err[-2000:]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -319,8 +322,9 @@ def test_placed_state_is_not_retraced():
 def test_donated_state_still_rolls_back_on_nonfinite_loss(tmp_path):
     from pinnkit.train.loop import RESULTS
 
+    # divergence check off (test_stopping.py has its own), so that the loss runs on to NaN
     cfg = load_config(SOFT, ["optim.phases.0={kind: sgd, lr: 1.0e+6}", "train.chunk=10",
-                             "train.steps=200", "checkpoint.every=10"])
+                             "train.steps=200", "checkpoint.every=10", "train.divergence_factor=1e300"])
     res = fit(build_run(cfg, mesh=make_mesh(2)), out_dir=tmp_path, progress=False, throw=False,
               donate=True)
     assert res.result is RESULTS.nonfinite_loss and res.step <= res.bad_step

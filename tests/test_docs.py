@@ -9,10 +9,10 @@ from pathlib import Path
 import yaml
 
 from pinnkit.run.config import (
+    PHASE_CONFIGS,
     AdaptiveConfig,
     CausalConfig,
     FourierConfig,
-    PhaseConfig,
     RunConfig,
     RwfConfig,
 )
@@ -36,10 +36,21 @@ def _schema(cls, prefix=""):
 
 
 def test_config_reference_matches_schema():
+    """Every key with its default; a phase option's row names the kinds that take it."""
     text = (ROOT / "docs" / "config.md").read_text()
     rows = dict(re.findall(r"^\| `([a-z0-9_.N]+)` \|[^|]*\| `([^`]*)` \|", text, flags=re.M))
+    meaning = dict(re.findall(r"^\| `([a-z0-9_.N]+)` \|[^|]*\|[^|]*\| ([^|]*) \|", text, flags=re.M))
     keys = _schema(RunConfig)
-    keys.update(_schema(PhaseConfig, "optim.phases.N."))
+    takes: dict[str, list[str]] = {}
+    for kind, cls in PHASE_CONFIGS.items():
+        for k, default in _schema(cls, "optim.phases.N.").items():
+            takes.setdefault(k, []).append(kind)
+            if k != "optim.phases.N.kind":
+                assert keys.setdefault(k, default) == default, (k, kind)  # one default per key
+    keys["optim.phases.N.kind"] = "adam"
+    for k, kinds in takes.items():
+        want = "all:" if len(kinds) == len(PHASE_CONFIGS) else ", ".join(kinds) + ":"
+        assert meaning[k].startswith(want), (k, want, meaning[k][:40])
     keys.update(_schema(FourierConfig, "network.fourier."))
     keys.update(_schema(RwfConfig, "network.rwf."))
     keys.update(_schema(CausalConfig, "weighting.causal."))

@@ -22,7 +22,7 @@ from pinnkit.geometry import (
     difference,
     signed_adf,
 )
-from pinnkit.nn.layers import build_mlp_network
+from pinnkit.nn.nets import build_mlp_network
 
 L_SHAPE = [[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]]
 

@@ -10,7 +10,7 @@ gradient (`pinnkit.optim.woodbury`), float64 throughout.
 - The dense-memory check names the parameter count, the memory and L-BFGS.
 - Woodbury and Gramian directions agree on a real network's Jacobian with fewer and with
   more rows than parameters, agree with `natural_gradient` (the Gramian of
-  `make_gauss_newton`), and 1 and 4 devices agree; SPRING's closed forms agree and
+  `Loss.gauss_newton`), and 1 and 4 devices agree; SPRING's closed forms agree and
   minimise their objective; momentum 0 is the plain step.
 """
 
@@ -27,13 +27,14 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from pinnkit.errors import ConfigError
-from pinnkit.optim import make_gauss_newton, natural_gradient
+from pinnkit.optim import natural_gradient
 from pinnkit.optim.quasi_newton import check_dense_memory, dense_memory_bytes, ssbfgs, ssbroyden
 from pinnkit.optim.woodbury import natural_gradient_direction, weighted_rows, woodbury_natural_gradient
 from pinnkit.parallel.mesh import make_mesh
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
-from pinnkit.train.loop import point_arrays, split_model
+from pinnkit.train.loss import make_loss
+from pinnkit.train.step import point_arrays, split_model
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"
 MEMBERS = {"ssbfgs": ssbfgs, "ssbroyden": ssbroyden}
@@ -218,9 +219,9 @@ def test_woodbury_equals_gramian_and_natural_gradient(x64, n_pde, n_boundary):
     d_g, lam_g = natural_gradient_direction(jac, res, damping=1e-3, solver="gramian")
     np.testing.assert_allclose(d_w, d_g, rtol=1e-10, atol=1e-10 * float(jnp.abs(d_g).max()))
     np.testing.assert_allclose(lam_w, lam_g, rtol=1e-14)
-    # the same rows give make_gauss_newton's Gramian and gradient, so natural_gradient's step
-    _, _, gram, grads = jax.jit(make_gauss_newton(run, static))(params, jax.random.key(0),
-                                                                point_arrays(run))
+    # the same rows give Loss.gauss_newton's Gramian and gradient, so natural_gradient's step
+    gauss_newton = make_loss(run, static).gauss_newton
+    _, _, gram, grads = jax.jit(lambda *a: gauss_newton(*a))(params, jax.random.key(0), point_arrays(run))
     np.testing.assert_allclose(jac.T @ jac, gram, rtol=1e-12, atol=1e-14 * float(jnp.abs(gram).max()))
     old, _ = natural_gradient(damping=1e-3, grid=1).update(
         grads, natural_gradient().init(params), params, gramian=gram, value_fn=lambda p: 0.0)

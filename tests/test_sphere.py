@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pinnkit.diffops import Autodiff, Layout, Taylor
-from pinnkit.nn.layers import build_mlp_network
+from pinnkit.nn.nets import build_mlp_network
 from pinnkit.sphere import ops as S
 from pinnkit.sphere.domain import Sphere, SphereEmbedding, gaussian_grid, williamson_errors
 

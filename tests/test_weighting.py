@@ -11,19 +11,12 @@ import pytest
 
 from pinnkit.errors import ConfigError
 from pinnkit.parallel.mesh import make_mesh, replicate
-from pinnkit.run import checkpoint as ckpt
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
-from pinnkit.train.loop import (
-    RESULTS,
-    fit,
-    init_extra,
-    loss_context,
-    make_adapt,
-    make_loss,
-    point_arrays,
-    split_model,
-)
+from pinnkit.train import checkpoint as ckpt
+from pinnkit.train.loop import RESULTS, fit
+from pinnkit.train.loss import make_loss
+from pinnkit.train.step import init_extra, make_adapt, point_arrays, split_model
 from pinnkit.train.weighting import grad_norms, per_term_grads
 
 # Tiny P1 with pde + boundary terms: their gradient norms differ by orders of magnitude.
@@ -44,7 +37,7 @@ def _first_update(cfg, n_dev):
     adapt = make_adapt(run, loss)
     key = jax.random.key(0)
     extra = eqx.filter_jit(adapt)(params, key, arrays, init_extra(run), jnp.asarray(0))
-    ctx = loss_context(run, extra, 0)
+    ctx = loss.context(extra, 0)
     norms = eqx.filter_jit(
         lambda p: grad_norms(per_term_grads(lambda q: loss(q, key, arrays, 0, ctx)[1]["terms"], p))
     )(params)

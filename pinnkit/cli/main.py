@@ -1,11 +1,15 @@
 """The ``pinnkit`` command: ``train``, ``eval``, ``plot``, ``problems``.
 
 User mistakes (config errors, missing files, bad run folders) print one paragraph on
-stderr and exit with status 2, without a traceback. Training that ends on a non-finite
-loss exits 1; SIGTERM or SIGUSR1 (preemption, SLURM's ``--signal``) finishes the current
-chunk, writes a checkpoint and exits 0 so that a requeued job can ``--resume auto``;
-Ctrl-C (SIGINT) does the same and exits 130. A process that stalls past
-``--stall-timeout`` exits 70.
+stderr and exit with status 2, without a traceback; warnings are one line each
+(``pinnkit: warning: ...``). Training that ends on a non-finite or diverging loss exits 1
+(``train.max_time`` and a met tolerance exit 0); SIGTERM or SIGUSR1 (preemption, SLURM's
+``--signal``) finishes the current chunk, writes a checkpoint and exits 0 so that a
+requeued job can ``--resume auto``; Ctrl-C (SIGINT) does the same and exits 130. A
+signal before training starts exits at once, and one that is not honoured within
+``--grace-period`` seconds ends the process anyway (status 128 + signal number, the
+newest checkpoint kept; `pinnkit.cli.signals`). A process that stalls past
+``--stall-timeout``, or whose peer process died, exits 70.
 
 Multi-process runs (several hosts, or one process per GPU): under ``srun`` with more
 than one task nothing is needed; other launchers pass ``--coordinator HOST:PORT
@@ -20,48 +24,12 @@ import os
 import signal
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 from ..errors import PinnkitError
+from .jaxsetup import apply_numerics, multiprocess_options
 from .listing import cmd_problems
-
-
-def _apply_numerics(cfg, devices: int | None) -> None:
-    """The only place pinnkit touches global JAX state: before any computation."""
-    import jax
-
-    if devices is not None and devices > 1:
-        try:  # only affects the CPU backend (fake devices for testing / CPU clusters)
-            jax.config.update("jax_num_cpu_devices", devices)
-        except RuntimeError:
-            pass
-    jax.config.update("jax_enable_x64", bool(cfg.numerics.x64))
-    jax.config.update("jax_default_matmul_precision", cfg.numerics.matmul_precision)
-
-
-class _Stop:
-    """Signal handlers that ask the training loop to checkpoint and stop."""
-
-    def __init__(self):
-        self.signum = None
-
-    def __call__(self) -> bool:
-        return self.signum is not None
-
-    def install(self):
-        def handler(signum, frame):
-            if self.signum == signal.SIGINT and signum == signal.SIGINT:
-                raise KeyboardInterrupt  # second Ctrl-C: abort now
-            self.signum = signum
-            print(
-                f"\npinnkit: received {signal.Signals(signum).name}; finishing the current "
-                "chunk, then writing a checkpoint", file=sys.stderr, flush=True,
-            )
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGUSR1, handler)
-        signal.signal(signal.SIGINT, handler)
-        return self
 
 
 def _processes(args):
@@ -70,6 +38,8 @@ def _processes(args):
     from ..parallel.distributed import detect, initialize
 
     spec = detect(args.coordinator, args.num_processes, args.process_id)
+    if spec.multi:
+        multiprocess_options()
     initialize(spec, heartbeat_timeout=args.heartbeat_timeout)
     return spec
 
@@ -89,6 +59,21 @@ def _resume_mode(args) -> bool | str:
 
 
 def cmd_train(args) -> int:
+    from .signals import Stop
+
+    out = Path(args.out) if args.out else Path("runs") / Path(args.config or "run").stem
+    stop = Stop(args.grace_period, str(out)).install()  # exits at once until training starts
+    try:
+        return _train(args, out, stop)
+    finally:
+        stop.uninstall()
+        if "jax" in sys.modules:
+            from ..parallel.distributed import PeerWatch
+
+            PeerWatch.finish()
+
+
+def _train(args, out: Path, stop) -> int:
     from ..parallel.mesh import is_main_process
     from ..run.config import load_config
     from ..run.rundir import read_config, train_to_dir
@@ -109,17 +94,15 @@ def cmd_train(args) -> int:
     else:
         _check_config_exists(args.config)
         cfg = load_config(args.config, overrides)
-    out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
-    _apply_numerics(cfg, args.devices)
+    apply_numerics(cfg, args.devices)
     stall = args.stall_timeout if args.stall_timeout is not None else (900.0 if spec.multi else 0.0)
     fit_options = dict(accumulate=cfg.train.accumulate, remat=cfg.train.remat,
                        donate=cfg.train.donate, stall_timeout=stall)
     if args.dry_run:
         return _dry_run(cfg, fit_options)
-    stop = _Stop().install()
     summary = train_to_dir(
         cfg, out, resume=resume, overwrite=args.overwrite, should_stop=stop,
-        progress=not args.quiet, plots=not args.no_plots, **fit_options,
+        progress=not args.quiet, plots=not args.no_plots, started=stop.deferring, **fit_options,
     )
     errs = ", ".join(f"{k} {v:.3e}" for k, v in summary["rel_l2"].items())
     print_ = print if is_main_process() else (lambda *a, **k: None)
@@ -130,7 +113,7 @@ def cmd_train(args) -> int:
         + f"; results in {out}/",
         file=sys.stderr,
     )
-    if summary["outcome"] == "nonfinite_loss":
+    if summary["outcome"] in ("nonfinite_loss", "diverged"):  # RESULTS.failed
         print_(f"pinnkit: {summary['message']}", file=sys.stderr)
         return 1
     if summary["outcome"] == "interrupted":
@@ -150,7 +133,7 @@ def _dry_run(cfg, fit_options) -> int:
     """Prints the plan of a run (mesh, batches, parameters, compiled memory) as JSON."""
     from ..parallel.mesh import is_main_process
     from ..run.build import build_run
-    from ..train.loop import plan
+    from ..train.plan import plan
 
     fit_options.pop("stall_timeout")
     info = plan(build_run(cfg), **fit_options)
@@ -172,17 +155,18 @@ def _dry_run(cfg, fit_options) -> int:
 
 
 def cmd_eval(args) -> int:
+    from .. import _jsonsafe as jsonsafe
     from ..run.rundir import evaluate_dir, read_config
 
-    _apply_numerics(read_config(args.run_dir), None)
-    print(json.dumps(evaluate_dir(args.run_dir), indent=2))
+    apply_numerics(read_config(args.run_dir), None)
+    print(jsonsafe.dumps(evaluate_dir(args.run_dir), indent=2))  # strict JSON, NaN flagged
     return 0
 
 
 def cmd_plot(args) -> int:
     from ..run.rundir import plot_dir, read_config
 
-    _apply_numerics(read_config(args.run_dir), None)
+    apply_numerics(read_config(args.run_dir), None)
     for p in plot_dir(args.run_dir):
         print(p)
     return 0
@@ -220,6 +204,9 @@ def parser() -> argparse.ArgumentParser:
     mp.add_argument("--process-id", type=int, metavar="I", help="this process, 0..N-1")
     mp.add_argument("--heartbeat-timeout", type=int, default=60, metavar="S",
                     help="seconds after which a silent process counts as dead (default 60)")
+    t.add_argument("--grace-period", type=float, default=60.0, metavar="S",
+                   help="after SIGTERM/SIGUSR1/SIGINT, exit anyway if the run has not stopped at a "
+                        "chunk boundary within S seconds (default 60; the newest checkpoint is kept)")
     mp.add_argument("--stall-timeout", type=float, metavar="S",
                     help="exit 70 if a compiled chunk takes longer (default: 900 with several "
                          "processes, off otherwise)")
@@ -247,8 +234,19 @@ def _in_process_group() -> bool:
     return jax.distributed.is_initialized()
 
 
+def _one_line_warnings(message, category, filename, lineno, file=None, line=None):
+    """`warnings.showwarning` for the command line: one ``pinnkit: warning:`` line, with
+    the warning's origin only when it does not come from pinnkit."""
+    text = " ".join(str(message).split())
+    module = Path(filename).parts
+    origin = "" if "pinnkit" in module else f" ({category.__name__} from {Path(filename).name}:{lineno})"
+    print(f"pinnkit: warning: {text}{origin}", file=file or sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    shown = warnings.showwarning
+    warnings.showwarning = _one_line_warnings
     try:
         return args.func(args)
     except PinnkitError as e:
@@ -260,6 +258,19 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             os._exit(2)
         return 2
+    except Exception as e:
+        if not _in_process_group():
+            raise
+        # A collective that failed because a peer is gone (gloo/NCCL: connection closed):
+        # one paragraph, then leave at once (see above).
+        from ..parallel.distributed import PEER_LOST_EXIT, lost_process_message
+
+        print(textwrap.fill(lost_process_message(f"{type(e).__name__}: {e}"), 100),
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(PEER_LOST_EXIT)
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ import sys
 
 def _numerics(run_dir) -> None:
     from ..run.rundir import read_config
-    from .main import _apply_numerics
+    from .jaxsetup import apply_numerics
 
-    _apply_numerics(read_config(run_dir), None)
+    apply_numerics(read_config(run_dir), None)
 
 
 def cmd_predict(args) -> int:

@@ -2,9 +2,13 @@
 
 Residuals are written against `Fields` (``f.partial("u", "x")``, ``f.laplacian("u")``,
 ``f.grad``, ``f.divergence``, ``f.hessian``); the configured method computes what they ask
-for. ``METHODS`` maps the config's ``diffops.method`` names to method classes.
+for. ``METHODS`` maps the config's ``diffops.method`` names to method classes,
+``ESTIMATORS`` the ``diffops.estimator`` names to the stochastic Taylor estimators
+(`STDE`, `SDGD`: unbiased Laplacian, second-order and bi-Laplacian estimates at a cost
+that does not grow with the dimension).
 """
 
+from ._activations import activation_derivatives as activation_derivatives
 from ._autodiff import Autodiff as Autodiff
 from ._autodiff import ForwardOverReverse as ForwardOverReverse
 from ._base import AbstractDiffMethod as AbstractDiffMethod
@@ -25,8 +29,13 @@ from ._custom import sinc_sqrt as sinc_sqrt
 from ._custom import softplus as softplus
 from ._custom import spherical as spherical
 from ._custom import versin_over_x2 as versin_over_x2
+from ._stochastic import SDGD as SDGD
+from ._stochastic import STDE as STDE
+from ._stochastic import AbstractEstimator as AbstractEstimator
 from ._taylor import Taylor as Taylor
-from ._taylor import activation_derivatives as activation_derivatives
+
+# ``diffops.estimator`` names (besides ``exact``, the method itself)
+ESTIMATORS = {"stde": STDE, "sdgd": SDGD}
 
 METHODS = {
     "autodiff": Autodiff,

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._types import Point, Scalar
 
@@ -43,6 +43,10 @@ class Request(NamedTuple):
     - ``kind="laplacian"``: $\\sum_{a \\in \\text{axes}} \\partial^2 y_{\\text{out}} / \\partial x_a^2$.
     - ``kind="biharmonic"``: $\\Delta^2 y_{\\text{out}} = \\sum_{a, b \\in \\text{axes}}
       \\partial^4 y_{\\text{out}} / \\partial x_a^2 \\partial x_b^2$.
+    - ``kind="second_order"``: $\\sum_{a, b \\in \\text{axes}} A_{ab}\\, \\partial^2
+      y_{\\text{out}} / \\partial x_a \\partial x_b$ for a coefficient matrix $A$ that the
+      residual supplies when it runs (`Fields.second_order`), so it is not part of the
+      request; methods apply it with `AbstractDiffMethod.second_order`.
     """
 
     kind: str
@@ -54,7 +58,7 @@ class Request(NamedTuple):
         return _ORDERS.get(self.kind, len(self.axes))
 
 
-_ORDERS = {"laplacian": 2, "biharmonic": 4}  # kinds whose order is not len(axes)
+_ORDERS = {"laplacian": 2, "biharmonic": 4, "second_order": 2}  # kinds whose order is not len(axes)
 
 
 def value_request(out: int) -> Request:
@@ -91,10 +95,17 @@ class Fields:
     into the table computed by the configured derivative method.
     """
 
-    def __init__(self, layout: Layout, x: Point, lookup: Callable[[Request], Array]):
+    def __init__(
+        self,
+        layout: Layout,
+        x: Point,
+        lookup: Callable[[Request], Array],
+        apply: Callable[[Request, Array], Array] | None = None,
+    ):
         self.layout = layout
         self.point = x
         self._lookup = lookup
+        self._apply = apply
 
     # values -----------------------------------------------------------------------
     def __getitem__(self, field: str) -> Scalar:
@@ -135,6 +146,27 @@ class Fields:
         axes = tuple(sorted(self.layout.axis(c) for c in self._coords(coords)))
         return self._lookup(Request("biharmonic", self.layout.out(field), axes))
 
+    def second_order(
+        self, field: str, coeffs: Float[Array, "k k"], coords: Sequence[str] | None = None
+    ) -> Scalar:
+        """$\\sum_{a, b} A_{ab}\\, \\partial_a \\partial_b u$ over ``coords`` (default: the
+        spatial coordinates, in that order) for a coefficient matrix ``coeffs`` $A$ of shape
+        ``(k, k)``, constant or computed at this point (e.g. from ``f.point`` and the
+        coefficients): a diffusion operator $\\nabla \\cdot (A \\nabla u)$'s second-order
+        part. The same as ``jnp.sum(A * f.hessian(field, coords))``, but a stochastic method
+        estimates it without the $k^2$ Hessian entries."""
+        cs = self._coords(coords)
+        axes = tuple(self.layout.axis(c) for c in cs)
+        if tuple(sorted(axes)) != axes:
+            raise ValueError(
+                f"second_order needs coords in the domain's order {self.layout.coords}: {cs}"
+            )
+        req = Request("second_order", self.layout.out(field), axes)
+        if self._apply is None:  # recording: the request is all that is needed
+            self._lookup(req)
+            return jnp.zeros((), self.point.dtype)
+        return self._apply(req, jnp.asarray(coeffs, self.point.dtype))
+
     def divergence(self, fields: Sequence[str], coords: Sequence[str] | None = None) -> Scalar:
         """$\\sum_i \\partial_{c_i} F_i$ for vector field ``fields`` (e.g. ``("u", "v")``)."""
         cs = self._coords(coords)
@@ -167,7 +199,21 @@ def collect_requests(
 
 
 class AbstractDiffMethod(eqx.Module):
-    """How derivatives of the network are computed. Subclasses implement `derivatives`."""
+    """How derivatives of the network are computed. Subclasses implement `derivatives`.
+
+    A *stochastic* method (``stochastic = True``: a randomised estimator of some
+    derivatives, unbiased over its random draws) is drawn with `at_key`; the training
+    loss then evaluates each residual under two independent draws and uses their product
+    as the squared residual (`pinnkit.train.loss.Loss`). Deterministic methods (the
+    default) ignore keys: ``at_key`` returns the method itself.
+    """
+
+    stochastic: ClassVar[bool] = False
+
+    def at_key(self, key: PRNGKeyArray) -> AbstractDiffMethod:
+        """This method with its random draw fixed by ``key`` (deterministic: itself)."""
+        del key
+        return self
 
     @abc.abstractmethod
     def derivatives(
@@ -175,8 +221,34 @@ class AbstractDiffMethod(eqx.Module):
     ) -> dict[Request, Scalar]:
         """Computes every requested derivative of ``net`` (``(d,) -> (m,)``) at ``x``."""
 
+    def direct_requests(self, requests: Sequence[Request]) -> tuple[Request, ...]:
+        """The requests `derivatives` computes: a ``second_order`` one becomes the Hessian
+        entries over its axes (exact methods; a stochastic method overrides this)."""
+        out: dict[Request, None] = {}
+        for r in requests:
+            if r.kind == "second_order":
+                pairs = [(a, b) for a in r.axes for b in r.axes if a <= b]
+                out.update({Request("partial", r.out, ab): None for ab in pairs})
+            else:
+                out[r] = None
+        return tuple(out)
+
+    def second_order(self, net, x: Point, request: Request, coeffs: Array, table: dict) -> Scalar:
+        """$\\sum_{ab} A_{ab} \\partial_{ab} u$ of a ``second_order`` request with ``coeffs``
+        $A$, from the Hessian entries in ``table`` (what `direct_requests` asked for)."""
+        terms = [
+            coeffs[i, j] * table[Request("partial", request.out, (min(a, b), max(a, b)))]
+            for i, a in enumerate(request.axes) for j, b in enumerate(request.axes)
+        ]
+        return sum(terms[1:], terms[0]) if terms else jnp.zeros((), x.dtype)
+
     def evaluate(self, fn: Callable, net: Callable, layout: Layout, x: Point, *args) -> Array:
         """Evaluates the pointwise ``fn(fields, *args)`` at ``x`` with this method."""
         requests = collect_requests(fn, layout, x, *args)
-        table = self.derivatives(net, x, requests) if requests else {}
-        return fn(Fields(layout, x, table.__getitem__), *args)
+        direct = self.direct_requests(requests)
+        table = self.derivatives(net, x, direct) if direct else {}
+
+        def apply(req: Request, coeffs: Array) -> Array:
+            return self.second_order(net, x, req, coeffs, table)
+
+        return fn(Fields(layout, x, table.__getitem__, apply), *args)

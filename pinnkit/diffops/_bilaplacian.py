@@ -4,10 +4,10 @@ For a bi-Laplacian request over the axes $S$ the engine carries, besides the val
 the first-order rows $\\partial_a z$ and the Hessian rows $\\partial_{ab} z$
 ($a \\le b \\in S$):
 
-- one *gradient-of-Laplacian row* $\\partial_c \\Delta_S z$ per $c \\in S$, key
-  ``("gl", (c, *S))``;
+- one *gradient-of-Laplacian row* $\\partial_c \\Delta_S z$ per $c \\in S$, row
+  ``Row(RowKind.GRAD_LAPLACIAN, (c, *S))``;
 - one *bi-Laplacian row* $\\Delta_S^2 z = \\sum_{a, b \\in S} \\partial_a^2 \\partial_b^2 z$,
-  key ``("b", S)``.
+  row ``Row(RowKind.BILAPLACIAN, S)``.
 
 That is $1 + d + d(d+1)/2 + d + 1$ rows ($9$ at $d = 2$) instead of every fourth, third
 and second partial the separate $\\partial_a^2 \\partial_b^2$ need ($13$ at $d = 2$,
@@ -49,13 +49,19 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-# A row getter maps a row key to that row, or None where the row is known to be zero.
-Rows = Callable[[tuple], object]
+from ._rows import Row, RowKind, partial_row
+
+# A row getter maps a row label to that row, or None where the row is known to be zero.
+Rows = Callable[[Row], object]
 
 
-def keys(axes: tuple[int, ...]) -> tuple[tuple, ...]:
+def keys(axes: tuple[int, ...]) -> tuple[Row, ...]:
     """The collapsed rows of a bi-Laplacian over ``axes``: $\\partial_c \\Delta$, then $\\Delta^2$."""
-    return tuple(("gl", (c, *axes)) for c in axes) + (("b", axes),)
+    return tuple(_grad_lap(c, axes) for c in axes) + (Row(RowKind.BILAPLACIAN, axes),)
+
+
+def _grad_lap(c: int, axes: tuple[int, ...]) -> Row:
+    return Row(RowKind.GRAD_LAPLACIAN, (c, *axes))
 
 
 def hessian_axes(axes: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -63,9 +69,9 @@ def hessian_axes(axes: tuple[int, ...]) -> list[tuple[int, int]]:
     return [(a, b) for i, a in enumerate(axes) for b in axes[i:]]
 
 
-def _split(key: tuple) -> tuple[int | None, tuple[int, ...]]:
+def _split(key: Row) -> tuple[int | None, tuple[int, ...]]:
     kind, axes = key
-    return (axes[0], axes[1:]) if kind == "gl" else (None, axes)
+    return (axes[0], axes[1:]) if kind is RowKind.GRAD_LAPLACIAN else (None, axes)
 
 
 def total(items: Sequence, add: Callable = operator.add):
@@ -82,13 +88,13 @@ def _scaled(c, x):
     return None if x is None else (x if c == 1 else c * x)
 
 
-def terms(key: tuple, row: Rows, add: Callable) -> dict[int, list[tuple[int, tuple]]]:
+def terms(key: Row, row: Rows, add: Callable) -> dict[int, list[tuple[int, tuple]]]:
     """The chain rule of the row ``key`` as ``{k: [(coefficient, (v_1, ..., v_k)), ...]}``,
     meaning $\\sum_k \\sum c\\, D^k f[v_1, \\dots, v_k]$, with rows from ``row`` (``None``:
     zero) and ``add`` to sum two rows (for $L$)."""
     c, axes = _split(key)
-    first = lambda a: row(("p", (a,)))  # noqa: E731
-    hess = lambda a, b: row(("p", (min(a, b), max(a, b))))  # noqa: E731
+    first = lambda a: row(partial_row(a))  # noqa: E731
+    hess = lambda a, b: row(partial_row(a, b))  # noqa: E731
     lap = total([hess(a, a) for a in axes], add)
     if c is not None:
         return {
@@ -100,7 +106,7 @@ def terms(key: tuple, row: Rows, add: Callable) -> dict[int, list[tuple[int, tup
     twice = lambda a, b: 1 if a == b else 2  # noqa: E731 - (a, b) and (b, a)
     return {
         1: [(1, (row(key),))],
-        2: [(4, (first(a), row(("gl", (a, *axes))))) for a in axes]
+        2: [(4, (first(a), row(_grad_lap(a, axes)))) for a in axes]
         + [(1, (lap, lap))]
         + [(2 * twice(a, b), (hess(a, b), hess(a, b))) for a, b in pairs],
         3: [(2, (lap, first(a), first(a))) for a in axes]
@@ -120,12 +126,12 @@ def evaluate(groups: dict[int, list[tuple[int, tuple]]], multilinear: Callable):
     return total(out)
 
 
-def elementwise(key: tuple, s: Sequence, row: Rows):
+def elementwise(key: Row, s: Sequence, row: Rows):
     """The row ``key`` of $\\sigma(z)$ for an element-wise $\\sigma$ with $s_j = \\sigma^{(j)}(z)$,
     by the factored formulas above (the first-order rows must all be present)."""
     c, axes = _split(key)
-    z = {a: row(("p", (a,))) for a in axes}
-    hess = lambda a, b: row(("p", (min(a, b), max(a, b))))  # noqa: E731
+    z = {a: row(partial_row(a)) for a in axes}
+    hess = lambda a, b: row(partial_row(a, b))  # noqa: E731
     lap = total([hess(a, a) for a in axes])
     q = total([z[a] * z[a] for a in axes])
     if c is not None:
@@ -135,7 +141,7 @@ def elementwise(key: tuple, s: Sequence, row: Rows):
     twice = lambda a, b: 1 if a == b else 2  # noqa: E731
     h2 = total([_scaled(twice(a, b), product(hess(a, b), hess(a, b))) for a, b in pairs])
     zhz = total([_scaled(twice(a, b), product(z[a], z[b], hess(a, b))) for a, b in pairs])
-    zg = total([product(z[a], row(("gl", (a, *axes)))) for a in axes])
+    zg = total([product(z[a], row(_grad_lap(a, axes))) for a in axes])
     second = total([_scaled(4, zg), product(lap, lap), _scaled(2, h2)])
     third = total([_scaled(2, product(q, lap)), _scaled(4, zhz)])
     return total([product(s[1], row(key)), product(s[2], second), product(s[3], third), s[4] * q * q])
@@ -152,7 +158,7 @@ def _add_inputs(p: tuple, q: tuple) -> tuple:
     return tuple(x if y is None else y if x is None else x + y for x, y in zip(p, q, strict=True))
 
 
-def of_function(key: tuple, fn: Callable, values: tuple, rows: Callable[[tuple], tuple]):
+def of_function(key: Row, fn: Callable, values: tuple, rows: Callable[[Row], tuple]):
     """The row ``key`` of ``fn(*z)`` for any JAX function, given the inputs' ``values`` and
     ``rows(k)`` = the tuple of the inputs' rows ``k`` (``None`` entries: zero)."""
 
@@ -170,7 +176,7 @@ def _jvp_along(g: Callable, tangents: tuple, *primals):
     return jax.jvp(g, primals, tangents)[1]
 
 
-def of_product(key: tuple, a, b, rows: Callable[[tuple], tuple]):
+def of_product(key: Row, a, b, rows: Callable[[Row], tuple]):
     """The row ``key`` of the element-wise product $ab$ (values ``a``, ``b``; ``rows(k)`` =
     ``(row of a, row of b)``): $D m[v] = v_a b + a v_b$, $D^2 m[v, w] = v_a w_b + w_a v_b$."""
 

@@ -27,6 +27,17 @@ _SAFETY = 0.98
 ESTIMATE_POINTS = 2**16
 
 
+def sobol_unit(n: int, dim: int, seed: int) -> np.ndarray:
+    """``n`` scrambled Sobol points in $[0,1)^{dim}$ (float64, numpy)."""
+    from scipy.stats import qmc
+
+    # scipy warns when n is not a power of 2 (balance properties are lost); taking the
+    # first n of the next power of two is the documented, harmless use here.
+    m = max(0, int(np.ceil(np.log2(max(n, 1)))))
+    pts = qmc.Sobol(d=dim, scramble=True, seed=seed).random_base2(m)
+    return pts[:n]
+
+
 def oversample(n: int, p: float) -> int:
     """Candidates $m$ such that $m$ draws with acceptance $p$ give $\\ge n$ accepted with
     probability about $1 - 10^{-9}$: the smallest $m$ with
@@ -77,8 +88,6 @@ def estimate_acceptance(domain, piece: str, points: int = ESTIMATE_POINTS) -> fl
     """Fraction of `candidates` on ``piece`` over a fixed scrambled Sobol set (seed 0),
     computed in float32 whatever the default dtype, so that the number of candidates
     (`oversample`) does not depend on ``jax_enable_x64``. Usable while tracing."""
-    from ..train.sampling import sobol_unit
-
     u = np.asarray(sobol_unit(points, domain.dim, 0), np.float32)
     with jax.ensure_compile_time_eval():
         _, keep = domain.candidates(jnp.asarray(u), piece)

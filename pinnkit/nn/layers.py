@@ -1,24 +1,30 @@
 """Networks: a field $x \\mapsto y$ with named inputs and outputs, acting on one point.
 
-`Network` = input map (normalisation of the domain's bounding box onto $[-1, 1]^d$,
-optionally followed by Fourier features) → core (`MLP`) → optional output transform
+`Network` = input map (`pinnkit.nn.embeddings`: normalisation of the domain's bounding
+box onto $[-1, 1]^d$, optionally followed by Fourier features) → core (`MLP`) → optional output transform
 (a hard constraint, e.g. $u = g(x) + \\phi(x)\\,N(x)$ with $\\phi = 0$ on the boundary),
 optionally made exactly even or odd in some coordinates (`Parity`).
 Everything is an immutable Equinox module; batching is the caller's `vmap`.
+
+Each class with a closed-form Taylor rule registers it below its definition
+(`pinnkit.diffops.jets.taylor_rule`); the derivative engine knows no class of this file.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._types import Point, PRNGKey
+from ..diffops import jets
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "tanh": jnp.tanh,
@@ -32,6 +38,13 @@ ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
 }
 
 INITS = ("glorot_normal", "glorot_uniform", "he_normal", "lecun_normal", "default")
+
+
+def activate(name: str, jet: jets.Jet, plan: jets.Plan) -> jets.Jet:
+    """The jet of the activation ``ACTIVATIONS[name]`` applied element-wise, from its
+    closed-form derivatives (`pinnkit.diffops.jets.activation_derivatives`)."""
+    derivs = jets.activation_derivatives(name, jet.value, plan.order, ACTIVATIONS[name])
+    return jets.elementwise(jet, derivs, plan)
 
 
 def _init_weight(key: PRNGKey, init: str, fan_out: int, fan_in: int, dtype) -> Array:
@@ -99,58 +112,21 @@ class MLP(eqx.Module):
         return self.layers[-1](z)
 
 
-class Normalize(eqx.Module):
-    """Affine map of the box $[\\text{lower}, \\text{upper}]$ onto $[-1, 1]^d$."""
-
-    lower: tuple[float, ...] = eqx.field(static=True)
-    upper: tuple[float, ...] = eqx.field(static=True)
-
-    def __call__(self, x: Point) -> Point:
-        lo = jnp.asarray(self.lower, x.dtype)
-        hi = jnp.asarray(self.upper, x.dtype)
-        return 2.0 * (x - lo) / (hi - lo) - 1.0
+@jets.taylor_rule(eqx.nn.Linear)
+def _linear_jet(lin: eqx.nn.Linear, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    if not (isinstance(lin.in_features, int) and isinstance(lin.out_features, int)):
+        return jets.generic(lin, (jet,), plan)  # "scalar" features reshape: leave it to jvp
+    return jets.linear(jet, lin.weight, lin.bias, keep)
 
 
-class PeriodicEmbedding(eqx.Module):
-    """Exact periodicity: each periodic coordinate $x_c$ (period $L_c$) becomes
-    $(\\cos(2\\pi x_c/L_c), \\sin(2\\pi x_c/L_c))$; the others are mapped affinely from
-    $[\\text{lower}, \\text{upper}]$ onto $[-1, 1]$. Output size: $d$ + number of periodic
-    coordinates. Any function of these features is exactly $L_c$-periodic in $x_c$.
-    """
-
-    periods: tuple[float | None, ...] = eqx.field(static=True)
-    lower: tuple[float, ...] = eqx.field(static=True)
-    upper: tuple[float, ...] = eqx.field(static=True)
-
-    def __call__(self, x: Point) -> Float[Array, " k"]:
-        feats = []
-        for i, period in enumerate(self.periods):
-            if period is None:
-                lo, hi = self.lower[i], self.upper[i]
-                feats.append((2.0 * (x[i] - lo) / (hi - lo) - 1.0)[None])
-            else:
-                w = 2.0 * jnp.pi / period
-                feats.append(jnp.stack([jnp.cos(w * x[i]), jnp.sin(w * x[i])]))
-        return jnp.concatenate(feats)
-
-
-class FourierFeatures(eqx.Module):
-    """Random Fourier features $z \\mapsto [\\cos(2\\pi B z), \\sin(2\\pi B z)]$, $B \\sim N(0, s^2)$.
-
-    ``B`` is fixed (not trained): it lives in a non-trainable field read through
-    `jax.lax.stop_gradient`.
-    """
-
-    B: Float[Array, "k d"]
-
-    def __init__(self, in_size: int, dim: int, scale: float, *, key: PRNGKey, dtype=jnp.float32):
-        if dim % 2:
-            raise ValueError(f"Fourier feature dim must be even: actual={dim}")
-        self.B = scale * jax.random.normal(key, (dim // 2, in_size), dtype)
-
-    def __call__(self, z: Point) -> Float[Array, " k"]:
-        proj = 2.0 * jnp.pi * (jax.lax.stop_gradient(self.B) @ z)
-        return jnp.concatenate([jnp.cos(proj), jnp.sin(proj)])
+@jets.taylor_rule(MLP)
+def _mlp_jet(mlp: MLP, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    # each layer by its own rule (`eqx.nn.Linear` above, an RWF `nets.Dense`), each
+    # activation in closed form; the last layer computes only the rows kept
+    *hidden, last = mlp.layers
+    for layer in hidden:
+        jet = activate(mlp.activation, jets.propagate(layer, jet, plan=plan), plan)
+    return jets.propagate(last, jet, plan=plan, keep=keep)
 
 
 class Parity(eqx.Module):
@@ -235,6 +211,39 @@ class Network(eqx.Module):
         return {n: y[i] for i, n in enumerate(self.out_names)}
 
 
+@jets.taylor_rule(Network)
+def _network_jet(net: Network, x_jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    if net.parity is None:
+        return _chain(net, x_jet, plan, keep)
+    if type(net.parity) is not Parity:  # a user's own symmetrisation: only jvp is safe
+        return jets.generic(lambda z: jnp.atleast_1d(net(z)), (x_jet,), plan)
+    # x -> R x is affine: its jet has the value R x and first-order rows R e_d (the
+    # reflected directions negated), so the fast rules run unchanged on each copy.
+    x = x_jet.value
+    copies = []
+    for sub, sign in net.parity.elements():
+        if plan.free:  # rows along any directions: negate their reflected components
+            flip = np.array([-1.0 if a in sub else 1.0 for a in range(x.shape[0])])[None, :]
+        else:  # row i is e_{dirs[i]}: negate the reflected rows
+            flip = np.array([-1.0 if d in sub else 1.0 for d in plan.dirs])[:, None]
+        first = None if x_jet.first is None else x_jet.first * jnp.asarray(flip, x.dtype)
+        jet = _chain(net, jets.Jet(net.parity.reflect(x, sub), first, {}), plan, keep)
+        copies.append(jets.scale(jet, sign / len(net.parity.elements())))
+    return functools.reduce(jets.add, copies)
+
+
+def _chain(net: Network, x_jet: jets.Jet, plan: jets.Plan, keep) -> jets.Jet:
+    """Embedding → core → transform, each by its own rule where it has one."""
+    jet = x_jet
+    for emb in net.embedding:
+        jet = jets.propagate(emb, jet, plan=plan)
+    # without a transform, the core's last layer only computes the rows the caller reads
+    jet = jets.propagate(net.core, jet, plan=plan, keep=keep if net.transform is None else None)
+    if net.transform is not None:
+        jet = jets.propagate(net.transform, x_jet, jet, plan=plan)
+    return jet
+
+
 class HardDirichlet(eqx.Module):
     """Exact Dirichlet values on a box: $y_i = g_i(x) + \\phi(x)\\, N_i(x)$ for the constrained
     outputs, with $\\phi(x) = \\prod_a \\frac{(x_a - l_a)(u_a - x_a)}{((u_a - l_a)/2)^2}$ over the
@@ -269,51 +278,23 @@ class HardDirichlet(eqx.Module):
         return y.at[idx].set(g + phi * y[idx])
 
 
-def build_embedding(
-    in_names: Sequence[str],
-    *,
-    bounds: tuple[Sequence[float], Sequence[float]] | None,
-    fourier: tuple[int, float] | None = None,
-    periodic: dict[str, float] | None = None,
-    input_map: eqx.Module | None = None,
-    key: PRNGKey,
-    dtype=jnp.float32,
-) -> tuple[tuple[eqx.Module, ...], int]:
-    """The input map [normalise | periodic | input_map] → [Fourier features] and its
-    output size.
+@jets.taylor_rule(HardDirichlet)
+def _hard_dirichlet_jet(
+    hd: HardDirichlet, x_jet: jets.Jet, y_jet: jets.Jet, *, plan: jets.Plan, keep
+) -> jets.Jet:
+    # affine in y: hd(x, y) = A(x) + D(x) y with A = hd(x, 0) and D = d/dy hd(x, y) [1]
+    # (= phi on the constrained outputs, 1 elsewhere). The x-only part goes through the
+    # generic rule, which is cheap without y's rows; y enters by Leibniz's rule.
+    def parts(x):
+        zero = jnp.zeros_like(y_jet.value)
+        a, d = jax.jvp(lambda y: hd(x, y), (zero,), (jnp.ones_like(zero),))
+        return jnp.stack([a, d])
 
-    ``periodic`` maps coordinate names to periods; those coordinates enter through a
-    `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
-    ``input_map`` (e.g. `pinnkit.sphere.SphereEmbedding`, which has a ``size`` attribute:
-    its output width) replaces both.
-    """
-    embedding: list[eqx.Module] = []
-    in_size = len(in_names)
-    if input_map is not None:
-        embedding.append(input_map)
-        in_size = input_map.size
-    elif periodic:
-        if bounds is None:
-            raise ValueError("a periodic embedding needs the domain bounds")
-        periods = tuple(periodic.get(c) for c in in_names)
-        embedding.append(
-            PeriodicEmbedding(periods, tuple(map(float, bounds[0])), tuple(map(float, bounds[1])))
-        )
-        in_size += sum(p is not None for p in periods)
-    elif bounds is not None:
-        embedding.append(Normalize(tuple(map(float, bounds[0])), tuple(map(float, bounds[1]))))
-    if fourier is not None:
-        dim, scale = fourier
-        embedding.append(FourierFeatures(in_size, dim, scale, key=key, dtype=dtype))
-        in_size = dim
-    return tuple(embedding), in_size
+    ad = jets.generic(parts, (x_jet,), plan)
+    def part(i: int) -> jets.Jet:
+        value = ad.value[i]
+        first = None if ad.first is None else ad.first[:, i]
+        return jets.Jet(value, first, {k: r[i] for k, r in ad.rest.items()})
 
-
-def build_mlp_network(in_names: Sequence[str], out_names: Sequence[str], **kwargs) -> Network:
-    """The standard network: [normalise | periodic | input_map] → [Fourier features] →
-    MLP → [transform]; ``pinnkit.nn.nets.build_network("mlp", ...)``, whose keyword arguments
-    (``width``, ``depth``, ``activation``, ``init``, ``bounds``, ``fourier``, ``periodic``,
-    ``transform``, ``input_map``, ``key``, ``dtype``) it takes."""
-    from .nets import build_network  # nets builds on this module
-
-    return build_network("mlp", in_names, out_names, **kwargs)
+    a, d = part(0), part(1)
+    return jets.add(a, jets.product(d, y_jet, plan))

@@ -19,7 +19,8 @@ after any input map (normalisation, `FourierFeatures`, `PeriodicEmbedding`).
   $W \\Phi + b$ of its embedding, whose last layer `physics_informed_init` can fit by least
   squares to given data (e.g. the initial condition).
 
-The derivative engine `pinnkit.diffops.Taylor` has closed-form rules for all of these.
+Each registers its closed-form Taylor rule below its definition
+(`pinnkit.diffops.jets.taylor_rule`), which `pinnkit.diffops.Taylor` takes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._types import PRNGKey
-from .layers import ACTIVATIONS, INITS, MLP, Network, _init_weight, build_embedding
+from ..diffops import jets
+from .embeddings import build_embedding
+from .layers import ACTIVATIONS, INITS, MLP, Network, _init_weight, activate
 
 KINDS = ("mlp", "modified_mlp", "pirate")
 
@@ -54,6 +57,12 @@ class Dense(eqx.Module):
 
     def __call__(self, z: Float[Array, " i"]) -> Float[Array, " o"]:
         return self.matrix() @ z + self.bias
+
+
+@jets.taylor_rule(Dense)
+def _dense_jet(layer: Dense, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    # RWF: W = e^s V is formed once, then the rows go through one matmul as for a plain layer
+    return jets.linear(jet, layer.matrix(), layer.bias, keep)
 
 
 def dense(
@@ -88,6 +97,11 @@ def gate(z: Array, a: Array, b: Array) -> Array:
     return a + z * (b - a)
 
 
+def _gate_jet(z: jets.Jet, a: jets.Jet, b: jets.Jet, plan: jets.Plan) -> jets.Jet:
+    """The jet of `gate`, by Leibniz's rule for its one product."""
+    return jets.add(a, jets.product(z, jets.add(b, jets.scale(a, -1.0)), plan))
+
+
 class ModifiedMLP(eqx.Module):
     """Modified MLP (module docstring): encoders ``encoder_u``, ``encoder_v`` of the input,
     ``depth`` gated hidden layers, affine output."""
@@ -105,6 +119,25 @@ class ModifiedMLP(eqx.Module):
         for layer in self.hidden:
             h = gate(act(layer(h)), u, v)
         return self.out(h)
+
+
+def _encoders(m: ModifiedMLP | PirateNet, jet: jets.Jet, plan: jets.Plan):
+    """The jet map of one activated layer of the gated core ``m``, and its encoders'
+    jets $U$, $V$."""
+
+    def act(layer, z: jets.Jet) -> jets.Jet:
+        return activate(m.activation, jets.propagate(layer, z, plan=plan), plan)
+
+    return act, act(m.encoder_u, jet), act(m.encoder_v, jet)
+
+
+@jets.taylor_rule(ModifiedMLP)
+def _modified_mlp_jet(m: ModifiedMLP, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    act, u, v = _encoders(m, jet, plan)
+    h = jet
+    for layer in m.hidden:
+        h = _gate_jet(act(layer, h), u, v, plan)
+    return jets.propagate(m.out, h, plan=plan, keep=keep)
 
 
 class PirateBlock(eqx.Module):
@@ -140,6 +173,18 @@ class PirateNet(eqx.Module):
 
     def __call__(self, z: Float[Array, " i"]) -> Float[Array, " o"]:
         return self.out(self.features(z))
+
+
+@jets.taylor_rule(PirateNet)
+def _pirate_jet(m: PirateNet, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    act, u, v = _encoders(m, jet, plan)
+    x = jet
+    for b in m.blocks:
+        z1 = _gate_jet(act(b.dense1, x), v, u, plan)
+        z2 = _gate_jet(act(b.dense2, z1), v, u, plan)
+        h = act(b.dense3, z2)
+        x = jets.add(jets.scale(h, b.alpha), jets.scale(x, 1.0 - b.alpha))
+    return jets.propagate(m.out, x, plan=plan, keep=keep)
 
 
 def make_core(
@@ -203,8 +248,8 @@ def build_network(
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> Network:
-    """input map (`pinnkit.nn.layers.build_embedding`) → core of ``kind`` (`make_core`) →
-    [transform]. With ``kind="mlp"`` and ``rwf=None`` this is `build_mlp_network`."""
+    """input map (`pinnkit.nn.embeddings.build_embedding`) → core of ``kind`` (`make_core`)
+    → [transform]. With ``kind="mlp"`` and ``rwf=None`` this is `build_mlp_network`."""
     kf, km = jax.random.split(key)
     embedding, in_size = build_embedding(
         in_names, bounds=bounds, fourier=fourier, periodic=periodic, input_map=input_map,
@@ -213,6 +258,14 @@ def build_network(
     core = make_core(kind, in_size, len(out_names), width=width, depth=depth,
                      activation=activation, init=init, rwf=rwf, key=km, dtype=dtype)
     return Network(core, tuple(out_names), tuple(in_names), embedding, transform)
+
+
+def build_mlp_network(in_names: Sequence[str], out_names: Sequence[str], **kwargs) -> Network:
+    """The standard network: [normalise | periodic | input_map] → [Fourier features] →
+    MLP → [transform]; ``build_network("mlp", ...)``, whose keyword arguments (``width``,
+    ``depth``, ``activation``, ``init``, ``bounds``, ``fourier``, ``periodic``,
+    ``transform``, ``input_map``, ``key``, ``dtype``) it takes."""
+    return build_network("mlp", in_names, out_names, **kwargs)
 
 
 def physics_informed_init(

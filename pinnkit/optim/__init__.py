@@ -5,7 +5,6 @@ self-scaled quasi-Newton methods `ssbfgs` / `ssbroyden` (`pinnkit.optim.quasi_ne
 
 from .natgrad import NaturalGradientState as NaturalGradientState
 from .natgrad import SafeguardedState as SafeguardedState
-from .natgrad import make_gauss_newton as make_gauss_newton
 from .natgrad import natural_gradient as natural_gradient
 from .quasi_newton import SelfScaledState as SelfScaledState
 from .quasi_newton import check_dense_memory as check_dense_memory

@@ -27,24 +27,21 @@ that spends steps at the grid's shortest $\\eta$ (logged as ``step_size``) is on
 the safeguard changes the trajectory.
 
 Sharding: each device forms $J^\\top J$ and $J^\\top r$ of its own points, and the two are
-`psum`med over the ``data`` axis (`make_gauss_newton`): the Gramian never needs the other
-devices' Jacobians, and 1 or 4 devices run the same code. Cost: one reverse pass per
+`psum`med over the ``data`` axis (`pinnkit.train.loss.Loss.gauss_newton`): the Gramian never
+needs the other devices' Jacobians, and 1 or 4 devices run the same code. Cost: one reverse pass per
 point for $J$, $O(N P^2)$ for $G$ and $O(P^3)$ for the Cholesky solve, so this is for
 networks of a few thousand parameters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
-from jax.sharding import PartitionSpec as P
-from jaxtyping import Array, Float
+from jaxtyping import Array
 
 
 class NaturalGradientState(NamedTuple):
@@ -110,42 +107,3 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20,
 
     return optax.GradientTransformationExtraArgs(init, update)
 
-
-def make_gauss_newton(run, static) -> Callable:
-    """``gn(params, key, arrays) -> (total, terms, gramian, grads)`` for a `Run`: the
-    weighted loss and its terms (as `pinnkit.train.loop.make_loss` gives them), the Gramian
-    $G$ (``(P, P)``) and $\\nabla L$ (tree of ``params``), on the step's batch.
-
-    Inside `jax.shard_map`: per device, the Jacobians of its own points' residuals
-    (`Problem.residual_jacobians`), reduced to $J^\\top J$ and $J^\\top r$ and `psum`med.
-    """
-    problem, sampler, method, mesh = run.problem, run.sampler, run.method, run.mesh
-    n_dev = mesh.size
-
-    def per_device(params, key, arrays):
-        flat, unravel = ravel_pytree(params)
-        # Differentiate w.r.t. a per-device copy: the transpose of replicated -> per-device
-        # is a psum, which would sum the devices' per-point Jacobians into each other.
-        flat = jax.lax.pcast(flat, "data", to="varying")
-        batch = sampler.local_batch(key, problem, arrays, n_dev, run.dtype)
-        res = problem.residual_jacobians(lambda th: eqx.combine(unravel(th), static), flat, batch, method)
-        gram = jnp.zeros((flat.shape[0],) * 2, flat.dtype)
-        grad = jnp.zeros_like(flat)
-        sums = {}
-        for name in sorted(res):
-            r, jac = res[name]  # (n, r), (n, r, P)
-            c = 2.0 * run.weights[name] / (r.shape[0] * n_dev)  # w_k / N_k, N_k global
-            jac = jac.reshape(-1, flat.shape[0])
-            gram = gram + c * (jac.T @ jac)
-            grad = grad + c * (jac.T @ r.reshape(-1))
-            sums[name] = jnp.sum(jnp.square(r)) / (r.shape[0] * n_dev)
-        return jax.lax.psum((gram, grad, sums), "data")
-
-    sharded = jax.shard_map(per_device, mesh=mesh, in_specs=(P(), P(), P("data")), out_specs=P())
-
-    def gauss_newton(params, key, arrays) -> tuple[Array, dict, Float[Array, "P P"], object]:
-        gram, grad, terms = sharded(params, key, arrays)
-        total = sum(run.weights[k] * terms[k] for k in sorted(terms))
-        return total, terms, gram, ravel_pytree(params)[1](grad)
-
-    return gauss_newton

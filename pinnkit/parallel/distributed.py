@@ -13,17 +13,20 @@ over NCCL (GPU) or gloo (CPU). pinnkit adds only what a training loop needs on t
   while its heartbeats still arrive).
 
 A process that *dies* is detected by the runtime itself: the coordination service
-misses its heartbeats for ``heartbeat_timeout`` seconds and terminates every other
-process with "the JAX distributed service detected fatal errors ... another task
-died" (non-zero exit), so a job never waits forever on a dead peer.
+misses its heartbeats for ``heartbeat_timeout`` seconds and tells every other process.
+pinnkit gives the runtime's client a callback for that (`peer_lost`) instead of its
+default (a C++ fatal log and an abort): each survivor prints one paragraph naming the
+lost process and how to resume, and exits with status 70, so a job never waits forever
+on a dead peer.
 
-Nothing here changes global JAX state at import; only `initialize` (called by the CLI
-and scripts before any computation) does.
+Nothing here writes `jax.config` (the CLI does, `pinnkit.cli.jaxsetup`); `initialize`
+starts the runtime, called by the CLI and scripts before any computation.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -122,10 +125,11 @@ def initialize(
 ) -> None:
     """Starts `jax.distributed` for a multi-process ``spec`` (a single process: nothing).
 
-    Must run before any JAX computation. On CPU the collectives go over gloo (the
-    default CPU backend has none across processes). JAX's own preemption service is
-    turned off: pinnkit handles SIGTERM/SIGUSR1 itself and agrees on the stop step with
-    `agree_any`, which also covers SIGUSR1 and signals that reach only some processes.
+    Must run before any JAX computation, after the caller has set CPU collectives to
+    gloo and turned JAX's preemption service off (`pinnkit.cli.jaxsetup.multiprocess_options`:
+    pinnkit writes `jax.config` only in the CLI); pinnkit handles SIGTERM/SIGUSR1 itself
+    and agrees on the stop step with `agree_any`, which also covers signals that reach
+    only some processes.
 
     **Arguments:**
     - `heartbeat_timeout`: seconds without heartbeats after which a process counts as
@@ -135,8 +139,6 @@ def initialize(
     """
     if not spec.multi:
         return
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.config.update("jax_enable_preemption_service", False)
     kwargs = dict(
         initialization_timeout=init_timeout,
         heartbeat_timeout_seconds=heartbeat_timeout,
@@ -160,6 +162,101 @@ def initialize(
             "every process got the same coordinator and process count, that process 0 is "
             "running, and that the port is reachable (no firewall, no HTTP(S)_PROXY)."
         ) from None
+    PeerWatch.start(spec.process_id, heartbeat_timeout)
+
+
+PEER_LOST_EXIT = 70
+
+
+def lost_process_message(detail: str, me: int | None = None, count: int | None = None) -> str:
+    """The paragraph a survivor prints when a peer is gone (``detail``: what noticed it,
+    e.g. a collective's error text, naming ``task N``)."""
+    me = jax.process_index() if me is None else me
+    count = jax.process_count() if count is None else count
+    found = re.findall(r"task[:_ ]?(\d+)", detail)
+    lost = sorted({int(t) for t in found} - {me})
+    who = (f"process {', '.join(map(str, lost))}" if lost
+           else "another process of the job (or the coordinator, process 0)")
+    first = " ".join(detail.split())[:300]
+    return (
+        f"pinnkit: error: process {me} of {count}: lost {who}, "
+        f"which stopped responding (killed, out of memory, or its node failed). This process "
+        f"stops too (exit {PEER_LOST_EXIT}); every checkpoint already written is valid. Restart "
+        f"the whole job with the same --out and `--resume auto` to continue from the newest "
+        f"one. [{first}]"
+    )
+
+
+class PeerWatch:
+    """pinnkit's own heartbeats through the runtime's key-value store, faster than the
+    runtime's: each process writes a counter every second and reads the others'; a peer
+    whose counter stops for half the heartbeat timeout (or a store that stops answering:
+    process 0 is gone) ends this process with `lost_process_message` and status 70,
+    before the runtime's own detection would abort it with a C++ fatal log. A process
+    that ends normally first marks itself done (`finish`)."""
+
+    _active: PeerWatch | None = None
+    PREFIX = "pinnkit/alive/"
+
+    def __init__(self, client, me: int, limit: float):
+        self.client, self.me, self.limit = client, me, limit
+        self._stop = threading.Event()
+
+    @classmethod
+    def start(cls, me: int, heartbeat_timeout: float) -> None:
+        """Starts watching (after `jax.distributed.initialize`; no backend is touched, so
+        device options set afterwards still apply)."""
+        from jax._src import distributed as jd  # the runtime's client (no public handle)
+
+        client = getattr(jd.global_state, "client", None)
+        if client is None or cls._active is not None:
+            return
+        cls._active = watch = cls(client, me, max(3.0, heartbeat_timeout / 2))
+        threading.Thread(target=watch._run, name="pinnkit-peers", daemon=True).start()
+
+    @classmethod
+    def finish(cls) -> None:
+        """Marks this process as done: its peers stop watching it."""
+        watch, cls._active = cls._active, None
+        if watch is None:
+            return
+        watch._stop.set()
+        try:
+            watch.client.key_value_set(f"{cls.PREFIX}{watch.me}", "done", allow_overwrite=True)
+        except Exception:  # the store is gone: nobody is watching any more
+            pass
+
+    def _run(self) -> None:
+        seen: dict[str, tuple[str, float]] = {}
+        beat = 0
+        while not self._stop.wait(1.0):
+            try:
+                beat += 1
+                self.client.key_value_set(f"{self.PREFIX}{self.me}", str(beat), allow_overwrite=True)
+                values = dict(self.client.key_value_dir_get(self.PREFIX))
+            except Exception as e:
+                if self._stop.is_set():
+                    return
+                self._lost(f"the coordination service (process 0) stopped answering: task 0 ({e})")
+            now = time.monotonic()
+            for key, value in values.items():
+                peer = key.rsplit("/", 1)[-1]
+                if peer == str(self.me) or value == "done":
+                    seen.pop(peer, None)
+                    continue
+                if peer not in seen or seen[peer][0] != value:
+                    seen[peer] = (value, now)
+                elif now - seen[peer][1] > self.limit:
+                    self._lost(f"no pinnkit heartbeat from task {peer} for {self.limit:.0f} s")
+
+    def _lost(self, detail: str) -> None:
+        if self._stop.is_set():
+            return
+        from jax._src import distributed as jd
+
+        text = lost_process_message(detail, self.me, jd.global_state.num_processes)
+        print("\n" + text, file=sys.stderr, flush=True)
+        os._exit(PEER_LOST_EXIT)
 
 
 def process_count() -> int:

@@ -21,6 +21,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ..errors import ConfigError
+from ..physics.host import HostFunction
 from .distributed import allgather_host, to_host
 
 
@@ -92,14 +93,21 @@ def predict_sharded(fn, points: np.ndarray, mesh: Mesh, batch: int = 16384, dtyp
     Rows are processed in global chunks of ``batch`` rows per device (the last chunk
     padded by repeating the last point). **Returns:** ``(rows, values)``: the global row
     indices this process holds and their outputs ``(len(rows), m)``; padding removed.
+    A `HostFunction` is evaluated on the host at the same rows, outside JAX.
     """
     n = points.shape[0]
     n_dev = mesh.size
     per_dev = max(1, min(batch, math.ceil(n / n_dev)))
     g = per_dev * n_dev
     padded = math.ceil(n / g) * g
-    pts = np.concatenate([points, np.repeat(points[-1:], padded - n, axis=0)]) if padded > n else points
     sharding = NamedSharding(mesh, P("data"))
+    if isinstance(fn, HostFunction):
+        held = sharding.addressable_devices_indices_map((g, points.shape[1])).values()
+        spans = sorted({(i[0].start or 0, g if i[0].stop is None else i[0].stop) for i in held})
+        rows = np.concatenate([np.arange(c + a, c + b) for c in range(0, padded, g) for a, b in spans])
+        rows = rows[rows < n]
+        return rows, fn.host(points[rows], np.dtype(dtype))
+    pts = np.concatenate([points, np.repeat(points[-1:], padded - n, axis=0)]) if padded > n else points
     rows, vals = [], []
     for c in range(0, padded, g):
         block = np.asarray(pts[c : c + g], dtype)
@@ -139,6 +147,93 @@ def field_errors_sharded(out_names, mean_free, pred: np.ndarray, ref: np.ndarray
     return {"rel_l2": rel, "linf": inf}
 
 
+# Grids up to this many points are evaluated in one pass, their errors summed over the
+# whole grid at once; larger grids stream through blocks of this many rows (bounded
+# memory, moments combined exactly in float64), and their plots use a coarser grid.
+STREAM_ROWS = 1 << 22
+
+
+class _Moments:
+    """Per-field running moments of $d = u - u^*$ and $u^*$ over row blocks (Chan et al.'s
+    pairwise update of centred sums), enough for `field_errors_sharded`'s definitions."""
+
+    def __init__(self, m: int):
+        self.n = 0.0
+        self.mean = np.zeros((2, m))  # means of d and r
+        self.m2 = np.zeros((2, m))  # centred sums of squares of d and r
+        self.sq = np.zeros((2, m))  # raw sums of squares of d and r
+        self.hi = np.full(m, -np.inf)  # max d
+        self.lo = np.full(m, np.inf)  # min d
+        self.absmax = np.zeros(m)  # max |d|
+
+    def add(self, n, mean, m2, sq, hi, lo, absmax) -> None:
+        if n == 0:
+            return
+        tot = self.n + n
+        delta = mean - self.mean
+        self.m2 = self.m2 + m2 + delta**2 * (self.n * n / tot)
+        self.mean = self.mean + delta * (n / tot)
+        self.n = tot
+        self.sq += sq
+        self.hi, self.lo = np.maximum(self.hi, hi), np.minimum(self.lo, lo)
+        self.absmax = np.maximum(self.absmax, absmax)
+
+    def add_rows(self, pred: np.ndarray, ref: np.ndarray) -> None:
+        d, r = pred.astype(np.float64) - ref.astype(np.float64), ref.astype(np.float64)
+        if d.shape[0] == 0:
+            return
+        both = np.stack([d, r])
+        mean = both.mean(1)
+        self.add(float(d.shape[0]), mean, ((both - mean[:, None]) ** 2).sum(1), (both**2).sum(1),
+                 d.max(0), d.min(0), np.abs(d).max(0))
+
+    def gathered(self) -> _Moments:
+        """The moments of every process's rows together (a collective)."""
+        if jax.process_count() == 1:
+            return self
+        flat = np.concatenate([[self.n], self.mean.ravel(), self.m2.ravel(), self.sq.ravel(),
+                               self.hi, self.lo, self.absmax])
+        out = _Moments(self.hi.shape[0])
+        m = self.hi.shape[0]
+        for row in allgather_host(flat):
+            parts = np.split(row[1:], np.cumsum([2 * m, 2 * m, 2 * m, m, m]))
+            out.add(row[0], *(p.reshape(2, m) for p in parts[:3]), *parts[3:])
+        return out
+
+    def errors(self, out_names, mean_free) -> dict:
+        rel, inf = {}, {}
+        for i, name in enumerate(out_names):
+            if name in mean_free:  # errors of the fields less their means
+                num, den = self.m2[0, i], self.m2[1, i]
+                linf = max(self.hi[i] - self.mean[0, i], self.mean[0, i] - self.lo[i])
+            else:
+                num, den, linf = self.sq[0, i], self.sq[1, i], self.absmax[i]
+            rel[name] = float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num / self.n))
+            inf[name] = float(linf)
+        return {"rel_l2": rel, "linf": inf}
+
+
+def _reference_rows(problem, pts, rows, mesh, batch, dtype):
+    """The reference at this process's ``rows`` of ``pts`` (those of `predict_sharded`): a
+    numpy `HostFunction` on the host (never inside a compiled computation, see
+    `pinnkit.physics.host`), anything else sharded like the network."""
+    if isinstance(problem.reference, HostFunction):
+        return problem.reference.host(pts[rows], np.dtype(dtype))
+    return predict_sharded(problem.reference, pts, mesh, batch, dtype)[1]
+
+
+def _streamed_errors(network, problem, pts, mesh, batch, dtype) -> dict:
+    acc = _Moments(len(problem.out_names))
+    for start in range(0, pts.shape[0], STREAM_ROWS):
+        block = pts[start : start + STREAM_ROWS]
+        rows, pred = predict_sharded(network, block, mesh, batch, dtype)
+        ref = _reference_rows(problem, block, rows, mesh, batch, dtype)
+        inside = problem.domain.inside(block)  # shapes: the grid points in the domain
+        ok = slice(None) if inside is None else inside[rows]
+        acc.add_rows(pred[ok], ref[ok])
+    return acc.gathered().errors(problem.out_names, problem.mean_free)
+
+
 def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch: int = 16384,
                      dtype=jnp.float32, grid: bool = True):
     """Errors of ``network`` against ``problem.reference`` on the bounding-box grid, with
@@ -147,13 +242,26 @@ def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch:
     **Returns:** ``(errors, grid)`` like `metrics.evaluate`. With ``grid=True`` the
     predictions are all-gathered for plotting (``grid["pred"]``, ``grid["ref"]``);
     otherwise ``grid`` is ``None`` and nothing but the per-field sums is exchanged.
+    A grid of more than `STREAM_ROWS` points streams through blocks of that many rows
+    (memory bounded by the block, not the grid), and its plotting grid is the coarsest
+    resolution with at most `STREAM_ROWS` points. The reference of a `HostFunction` is
+    computed on the host.
     """
     pts, shape = problem.domain.grid(resolution)
+    if pts.shape[0] > STREAM_ROWS:
+        errors = {}
+        if problem.reference is not None:
+            errors = _streamed_errors(network, problem, pts, mesh, batch, dtype)
+        if not grid:
+            return errors, None
+        del pts
+        coarse = max(2, int(resolution * (STREAM_ROWS / math.prod(shape)) ** (1 / len(shape))))
+        return errors, evaluate_sharded(network, problem, mesh, coarse, batch, dtype, grid=True)[1]
     rows, pred = predict_sharded(network, pts, mesh, batch, dtype)
     ref = None
     errors = {}
     if problem.reference is not None:
-        _, ref = predict_sharded(problem.reference, pts, mesh, batch, dtype)
+        ref = _reference_rows(problem, pts, rows, mesh, batch, dtype)
         inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
         ok = slice(None) if inside is None else inside[rows]
         errors = field_errors_sharded(problem.out_names, problem.mean_free, pred[ok], ref[ok])

@@ -3,10 +3,16 @@ network outputs (a problem's ``hard_constraint``, used with ``network.hard_const
 true``). Boundary values on a box: `pinnkit.HardDirichlet`; initial values:
 `InitialValue`, whose `InitialValue.restart` starts it again at a later time (time
 marching, ``train.time_windows``).
+
+Time marching (`pinnkit.train.windows`) needs, at each window edge, the same constraint
+with the previous window's state as its data; a transform declares that it can do so by
+being an `AbstractTimeRestart`. Other hard constraints are exact in the first window and
+imposed as a soft term after it.
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 
 import equinox as eqx
@@ -16,7 +22,20 @@ from jaxtyping import Array, Float
 from .._types import Point
 
 
-class InitialValue(eqx.Module):
+class AbstractTimeRestart(eqx.Module):
+    """A hard initial condition on $[t_0, t_1]$ (an output transform ``(x, y) -> y``)
+    that can start again on another interval."""
+
+    @abc.abstractmethod
+    def restart(self, t0: float, t1: float, value: Callable[[Point], Array]) -> AbstractTimeRestart:
+        """The same constraint on $[t_0, t_1]$ with initial state ``value(x) -> (m,)``."""
+
+    @abc.abstractmethod
+    def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
+        """The constrained output at ``x`` from the raw network output ``y``."""
+
+
+class InitialValue(AbstractTimeRestart):
     """Exact initial condition $y_i(t_0, x) = g_i(x)$:
     $y_i(t, x) = g_i(x) + s_i\\,\\phi(t)\\,N_i(t, x)$ with $\\phi = (t - t_0)/(t_1 - t_0)$, or
     $\\phi = 1 - e^{-(t - t_0)/\\tau}$ when ``tau`` is given; $N$ is the network's output.

@@ -121,7 +121,7 @@ class Problem(eqx.Module):
                     f"term {k!r} is imposed on {t.where!r}, which this "
                     f"{type(self.domain).__name__} does not have; its pieces are {pieces}"
                 )
-            for fname in getattr(t, "fields", ()):
+            for fname in t.fields:
                 if fname not in self.out_names:
                     raise ValueError(
                         f"term {k!r} constrains field {fname!r}, but the problem's fields "

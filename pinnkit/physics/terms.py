@@ -35,9 +35,12 @@ def _target_values(target: Target, x: Point, k: int) -> Float[Array, " k"]:
 
 
 class AbstractTerm(eqx.Module):
-    """One loss component. ``residual(f, coeffs, data)`` is pointwise."""
+    """One loss component. ``residual(f, coeffs, data)`` is pointwise. ``where``: the
+    domain piece (or ``"data"``); ``fields``: the outputs it constrains by name (empty
+    for an equation, which may involve any)."""
 
     where: AbstractVar[str]
+    fields: AbstractVar[tuple[str, ...]]
 
     @property
     def data_dim(self) -> int:
@@ -55,10 +58,12 @@ class Equation(AbstractTerm):
     - `fn`: the pointwise residual, written with `Fields` (``f["u"]``, ``f.partial``,
       ``f.laplacian``, ``f.coord``...) and the problem's coefficients by name.
     - `where`: the domain piece it is imposed on; default ``"interior"``.
+    - `fields`: the outputs it constrains by name; default none (an equation may use any).
     """
 
     fn: Callable = eqx.field(static=True)
     where: str = eqx.field(static=True, default="interior")
+    fields: tuple[str, ...] = eqx.field(static=True, default=())
 
     def residual(self, f, coeffs, data):
         return jnp.atleast_1d(self.fn(f, coeffs))
@@ -189,4 +194,4 @@ class Observation(AbstractTerm):
 
 
 def field_names(terms: Sequence[AbstractTerm]) -> set[str]:
-    return {n for t in terms for n in getattr(t, "fields", ())}
+    return {n for t in terms for n in t.fields}

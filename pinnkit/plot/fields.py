@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..sphere.domain import Sphere
-
-_PRETTY = {"degC": "°C", "K": "K", "1": ""}
+from .labels import label as label
+from .labels import unit_text as unit_text
 
 
 def _plt():
@@ -34,19 +34,6 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def unit_text(name: str, units: dict[str, str]) -> str:
-    """The unit of ``name`` for a label (``"°C"`` for ``degC``; ``""`` if dimensionless
-    or unknown)."""
-    u = units.get(name, "")
-    return _PRETTY.get(u, u)
-
-
-def label(name: str, units: dict[str, str]) -> str:
-    """``"t (day)"``, ``"T (°C)"``, or the bare name without a (dimensional) unit."""
-    u = unit_text(name, units)
-    return f"{name} ({u})" if u else name
 
 
 def choose_slice(values: np.ndarray, axis: int = -1, floor: float = 0.1) -> int:

@@ -152,7 +152,7 @@ def map_figure(fields: dict, name: str, time_index: int | list[int] = -1,
     ``time_index`` (an index or a list of indices into ``fields["time"]``); ``projection``
     a matplotlib projection name, or None for plain lat–lon axes. Prediction and
     reference share one colour scale, the error a symmetric one over all rows."""
-    from .fields import label, unit_text
+    from .labels import label, unit_text
 
     plt = _plt()
     units = dict(units or {})
@@ -186,7 +186,7 @@ def hovmoller_figure(fields: dict, name: str, lat: float = 0.0, units: dict[str,
     """Hovmöller diagram: field ``name`` at the grid latitude nearest ``lat`` (degrees)
     against longitude (horizontal) and time (vertical, in the problem's time unit),
     prediction and (if known) error."""
-    from .fields import label
+    from .labels import label
 
     plt = _plt()
     units = dict(units or {})

@@ -7,18 +7,14 @@ registration decorators, no import-time side effects.
 
 from .allen_cahn import allen_cahn
 from .burgers import burgers
+from .cavity import lid_driven_cavity
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
 from .dfg import dfg_cylinder
 from .expression import expression
+from .highdim import allen_cahn_ball, poisson_ball
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
-from .navier_stokes import (
-    beltrami_flow,
-    channel_flow,
-    kovasznay,
-    lid_driven_cavity,
-    periodic_flow,
-    taylor_green,
-)
+from .navier_stokes import beltrami_flow, channel_flow, kovasznay, taylor_green
+from .periodic_flow import periodic_flow
 from .poisson import poisson, poisson2d
 from .poisson_domain import poisson_domain
 
@@ -45,4 +41,6 @@ PROBLEMS = {
     "williamson2": williamson2,
     "williamson6": williamson6,
     "rossby_haurwitz": rossby_haurwitz,
+    "poisson_ball": poisson_ball,
+    "allen_cahn_ball": allen_cahn_ball,
 }

@@ -4,18 +4,18 @@ $$u_t + u\,u_x = \nu\,u_{xx},\quad x\in[-1, 1],\ t\in[0, 1],\quad u(x, 0) = -\si
 \quad u(\pm 1, t) = 0.$$
 
 Coordinates ``(t, x)``; field ``u``; coefficient ``nu``. The reference is the exact
-Cole–Hopf solution (`pinnkit.solvers.burgers_cole_hopf`, numpy float64), reached from
-JAX through `jax.pure_callback` (evaluation only; it is never differentiated).
+Cole–Hopf solution (`pinnkit.solvers.burgers_cole_hopf`, numpy float64), a
+`HostFunction`: evaluation computes it on the host (it is never differentiated).
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..geometry.domains import Interval, SpaceTime
 from ..nn.layers import HardDirichlet
+from ..physics.host import HostFunction
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation, Initial
 from ..solvers import BURGERS_NU, burgers_cole_hopf
@@ -26,18 +26,13 @@ def burgers_pde(f, c):
     return f.partial("u", "t") + f["u"] * f.partial("u", "x") - c["nu"] * f.partial("u", "x", "x")
 
 
-def burgers_exact(nu: float):
-    """Pointwise JAX-callable exact solution ``x = (t, x) -> (1,)`` for viscosity ``nu``."""
+def burgers_exact(nu: float) -> HostFunction:
+    """Exact solution ``(t, x) -> (1,)`` for viscosity ``nu``, computed on the host."""
 
-    def host(z):
-        z = np.asarray(z, np.float64)
-        return burgers_cole_hopf(z[..., 1], z[..., 0], nu=nu)[..., None].astype(z.dtype)
+    def host(z: np.ndarray) -> np.ndarray:  # (n, 2) float64 -> (n, 1)
+        return burgers_cole_hopf(z[:, 1], z[:, 0], nu=nu)[:, None]
 
-    def exact(z):
-        out = jax.ShapeDtypeStruct((1,), z.dtype)
-        return jax.pure_callback(lambda a: host(a).astype(a.dtype), out, z, vmap_method="broadcast_all")
-
-    return exact
+    return HostFunction(host, 1)
 
 
 def _initial_lifting(z):

@@ -7,82 +7,93 @@ Problem factories' own argument errors are re-raised as `ConfigError` naming
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import inspect
-from dataclasses import dataclass
+from contextvars import ContextVar
 from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import optax
 from jax.sharding import Mesh
 
-from .._loader import load_callable
-from ..diffops import METHODS, AbstractDiffMethod
+from .._loader import load_callable, provider_factories
+from ..diffops import ESTIMATORS, METHODS, AbstractDiffMethod
 from ..errors import ConfigError
 from ..geometry.config import resolve_files
+from ..geometry.domains import SpaceTime
 from ..nn.layers import Network, Parity
 from ..nn.nets import build_network as build_core_network
 from ..nn.nets import physics_informed_init
-from ..optim import natural_gradient, soap
 from ..parallel.mesh import make_mesh
 from ..physics.coeffs import constrained
 from ..physics.problem import Problem
+from ..physics.terms import Initial
 from ..sphere.domain import Sphere, SphereEmbedding
 from ..train.adaptive import Adaptive
+from ..train.phases import PHASES, AbstractPhase
 from ..train.sampling import Sampler
+from ..train.spec import Run, TimeWindows
 from ..train.weighting import Causal, Weighting
-from .config import PhaseConfig, RunConfig
+from .config import RunConfig
+
+# Inside `reusing_problems`, the problem the plan built is the one `build_run` gets
+# (`_factory`): some references are solved when the problem is made (seconds).
+_MEMO: ContextVar[dict | None] = ContextVar("pinnkit_problem_memo", default=None)
 
 
-@dataclass(frozen=True)
-class Phase:
-    """One optimiser phase: ``steps`` steps of ``optimizer`` from step ``start``."""
-
-    kind: str
-    start: int
-    steps: int
-    optimizer: optax.GradientTransformation
-
-    @property
-    def end(self) -> int:
-        return self.start + self.steps
+@contextlib.contextmanager
+def reusing_problems():
+    """Within this block, building the same problem twice builds it once."""
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
 
 
-@dataclass(frozen=True)
-class Run:
-    """Everything `fit` needs, built from a config."""
+def memoized(factory, name: str):
+    """``factory`` itself, or inside `reusing_problems` a wrapper returning the problem
+    already built for the same name and parameters (problems are immutable)."""
+    memo = _MEMO.get()
+    if memo is None:
+        return factory
 
-    config: RunConfig
-    problem: Problem
-    network: Network
-    sampler: Sampler
-    method: AbstractDiffMethod
-    phases: tuple[Phase, ...]
-    weights: dict[str, float]
-    mesh: Mesh | None
-    dtype: jnp.dtype
-    weighting: Weighting | None = None
-    adaptive: Adaptive | None = None
+    @functools.wraps(factory)
+    def make(**params):
+        key = (name, repr(sorted(params.items())))
+        if key not in memo:
+            memo[key] = factory(**params)
+        return memo[key]
 
-    @property
-    def total_steps(self) -> int:
-        return self.phases[-1].end
+    return make
 
 
 def _factory(cfg: RunConfig):
+    """The problem factory named by ``problem.name``: a built-in, an installed provider's
+    entry point, ``file.py:function`` or a provider module's ``module:function``
+    (`pinnkit._loader`)."""
     from ..problems import PROBLEMS
 
     name = cfg.problem.name
     if name in PROBLEMS:
-        return PROBLEMS[name]
+        return memoized(PROBLEMS[name], name)
+    provided = provider_factories()
+    if name in provided:
+        try:
+            return memoized(provided[name].load(), name)
+        except Exception as e:
+            raise ConfigError(f"problem.name {name!r}: loading the provider's entry point "
+                              f"{provided[name].value!r} failed with {type(e).__name__}: {e}") from e
     if ":" in name:
         base = Path(cfg.source_dir) if cfg.source_dir else None
-        return load_callable(name, base_dir=base, what="problem.name")
+        return memoized(load_callable(name, base_dir=base, what="problem.name"), f"{base}/{name}")
+    extra = f"; from installed providers: {', '.join(sorted(provided))}" if provided else ""
     raise ConfigError(
         f"problem.name: unknown problem {name!r}. Built-in problems: {', '.join(sorted(PROBLEMS))} "
-        "(see `pinnkit problems`), or name your own factory as 'path/to/file.py:make_problem'."
+        f"(see `pinnkit problems`){extra}, or name your own factory as 'path/to/file.py:make_problem'."
     )
 
 
@@ -172,6 +183,15 @@ def _add_observations(cfg: RunConfig, problem: Problem) -> Problem:
         terms[k] = load_observations(path, o.fields, domain=problem.domain, coords=o.coords or None,
                                      weight=o.weight, sigma=o.sigma)
     return eqx.tree_at(lambda p: p.terms, problem, terms)
+
+
+def build_method(cfg: RunConfig) -> AbstractDiffMethod:
+    """The derivative method: ``diffops.method``, or a stochastic estimator on the Taylor
+    engine when ``diffops.estimator`` is not ``exact`` (validated in `config.validate`)."""
+    d = cfg.diffops
+    if d.estimator == "exact":
+        return METHODS[d.method]()
+    return ESTIMATORS[d.estimator](samples=d.samples, draw=d.draw)
 
 
 def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
@@ -265,66 +285,13 @@ def _physics_informed_init(cfg: RunConfig, problem: Problem, net: Network, key, 
     return physics_informed_init(net, points, jax.vmap(fn)(points), outputs)
 
 
-def _schedule(p: PhaseConfig, steps: int):
-    s = p.schedule
-    if s.kind == "constant":
-        return p.lr
-    if s.kind == "exponential_decay" and s.warmup_steps > 0:  # linear warm-up from 0 first
-        return optax.warmup_exponential_decay_schedule(
-            0.0, p.lr, min(s.warmup_steps, steps - 1), s.decay_steps, s.rate
-        )
-    if s.kind == "exponential_decay":
-        return optax.exponential_decay(p.lr, s.decay_steps, s.rate)
-    if s.kind == "cosine":
-        return optax.cosine_decay_schedule(p.lr, steps, alpha=s.final_fraction)
-    return optax.warmup_cosine_decay_schedule(
-        0.0, p.lr, min(s.warmup_steps, steps - 1), steps, end_value=p.lr * s.final_fraction
-    )
-
-
-def build_optimizer(p: PhaseConfig, steps: int) -> optax.GradientTransformation:
-    if p.kind == "lbfgs":
-        ls = optax.scale_by_zoom_linesearch(max_linesearch_steps=p.max_linesearch_steps)
-        opt = optax.lbfgs(memory_size=p.memory, linesearch=ls)
-    elif p.kind == "natural_gradient":  # no lr, schedule or clipping: the line search sets the step
-        return natural_gradient(damping=p.damping, grid=p.step_grid, safeguard=p.safeguard)
-    elif p.kind == "soap":
-        opt = soap(_schedule(p, steps), precondition_frequency=p.precondition_frequency)
-    elif p.kind == "sgd":
-        opt = optax.sgd(_schedule(p, steps))
-    else:
-        opt = optax.adam(_schedule(p, steps))
-    if p.clip_norm is not None:
-        opt = optax.chain(optax.clip_by_global_norm(p.clip_norm), opt)
-    return opt
-
-
-def _with_coeff_lrs(cfg: RunConfig, p: PhaseConfig, steps: int, net_opt):
-    """Adam/SGD phases: coefficients with their own ``lr`` get their own optimiser
-    (`optax.multi_transform` over the ``(network, coeffs)`` parameter tree). L-BFGS is
-    one joint quasi-Newton model, so it keeps a single optimiser."""
+def build_phases(cfg: RunConfig) -> tuple[AbstractPhase, ...]:
+    """The optimiser phases of ``optim.phases``, consecutive from step 0, each built by
+    its kind's class in the registry (`pinnkit.train.phases.PHASES`)."""
     own = {k: c.lr for k, c in cfg.problem.coeffs.items() if c.lr is not None}
-    if not own or p.kind in ("lbfgs", "natural_gradient"):
-        return net_opt
-    transforms = {"net": net_opt}
-    for k, lr in own.items():
-        transforms[f"coeff:{k}"] = build_optimizer(dataclasses.replace(p, lr=lr), steps)
-
-    def labels(params):
-        net, coeffs = params
-        return (
-            jax.tree_util.tree_map(lambda _: "net", net),
-            {k: jax.tree_util.tree_map(lambda _, k=k: f"coeff:{k}" if k in own else "net", v)
-             for k, v in coeffs.items()},
-        )
-
-    return optax.multi_transform(transforms, labels)
-
-
-def build_phases(cfg: RunConfig) -> tuple[Phase, ...]:
     phases, start = [], 0
     for p, n in zip(cfg.optim.phases, cfg.phase_steps(), strict=True):
-        phases.append(Phase(p.kind, start, n, _with_coeff_lrs(cfg, p, n, build_optimizer(p, n))))
+        phases.append(PHASES[p.kind].from_config(p, start, n, own))
         start += n
     return tuple(phases)
 
@@ -362,29 +329,78 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
     weights = {k: float(cfg.weighting.weights.get(k, 1.0)) for k in problem.terms}
     key = jax.random.key(cfg.train.seed)
     network = build_network(cfg, problem, jax.random.fold_in(key, 0), dtype)
-    method = METHODS[cfg.diffops.method]()
+    method = build_method(cfg)
     weighting = build_weighting(cfg, problem, weights)
     adaptive = build_adaptive(cfg, problem, batch)
-    _check_natural_gradient(cfg)
-    return Run(cfg, problem, network, sampler, method, build_phases(cfg), weights, mesh, dtype,
-               weighting, adaptive)
+    phases = build_phases(cfg)
+    _check_whole_loss(cfg, phases)
+    windows = build_windows(cfg, problem, network) if cfg.train.time_windows > 1 else None
+    t = cfg.train
+    return Run(problem, network, sampler, method, phases, weights, mesh, dtype,
+               weighting=weighting, adaptive=adaptive, seed=t.seed, chunk=t.chunk,
+               log_every=t.log_every, eval_every=t.eval_every,
+               checkpoint_every=cfg.checkpoint.every, checkpoint_keep=cfg.checkpoint.keep,
+               windows=windows, divergence_factor=t.divergence_factor, max_time=t.max_time,
+               name=cfg.problem.name, record=cfg.to_dict(), config=cfg)
 
 
-def _check_natural_gradient(cfg: RunConfig) -> None:
-    """The Gauss-Newton Gramian is built from the fixed term weights and the sampler's
-    points; adaptive weights, causal weights and adaptive point sets would change the loss
-    it does not see."""
-    if not any(p.kind == "natural_gradient" for p in cfg.optim.phases):
+def _check_whole_loss(cfg: RunConfig, phases) -> None:
+    """A phase that needs the residual Jacobian (``gauss_newton``: natural gradient)
+    builds its Gramian from the fixed term weights and the sampler's own points; adaptive
+    weights, causal weights and adaptive point sets would change the loss it does not see."""
+    kinds = sorted({ph.kind for ph in phases if ph.gauss_newton})
+    if not kinds:
         return
     clash = [k for k, on in (("weighting.kind=" + cfg.weighting.kind, cfg.weighting.kind != "fixed"),
                              ("weighting.causal", cfg.weighting.causal is not None),
                              ("sampler.adaptive", cfg.sampler.adaptive is not None)) if on]
     if clash:
         raise ConfigError(
-            f"optim.phases: a natural_gradient phase cannot be combined with {', '.join(clash)}: "
+            f"optim.phases: a {kinds[0]} phase cannot be combined with {', '.join(clash)}: "
             "its Gauss-Newton matrix uses fixed term weights and the sampler's own points. "
             "Use weighting.kind=fixed without causal or adaptive sampling, or an adam/soap/lbfgs phase"
         )
+
+
+def build_windows(cfg: RunConfig, problem: Problem, network: Network) -> TimeWindows:
+    """`TimeWindows` of ``train.time_windows``; raises `ConfigError` unless the problem
+    can be marched in time (a `SpaceTime` or timed `Sphere` domain, and an `Initial`
+    term or a hard initial condition)."""
+    from ..train.windows import hard_start
+
+    n = cfg.train.time_windows
+    d = problem.domain
+    hard = hard_start(network)
+    restored = {} if hard else _enforced_initial(cfg, problem)
+    init = [k for k, t in problem.terms.items() if isinstance(t, Initial)] + list(restored)
+    timed = isinstance(d, SpaceTime) or (isinstance(d, Sphere) and d.timed)
+    if not timed or not (init or hard):
+        raise ConfigError(
+            f"train.time_windows={n}: time marching needs a time-dependent (SpaceTime or "
+            f"timed Sphere) problem with an Initial term; {cfg.problem.name!r} has domain "
+            f"{type(d).__name__} and terms {sorted(problem.terms)}. Set train.time_windows: 1"
+        )
+    missing = sorted(k for k in restored if k not in cfg.sampler.batch)
+    if missing:
+        raise ConfigError(
+            f"train.time_windows={n} with network.hard_constraint: windows after the first "
+            f"impose continuity through the term(s) {missing} that the hard constraint "
+            f"removes, so they need a batch size: add e.g. sampler.batch.{missing[0]}: 512"
+        )
+    return TimeWindows(n, cfg.train.window_time == "local", restored,
+                       {k: cfg.sampler.batch[k] for k in restored},
+                       {k: float(cfg.weighting.weights.get(k, 1.0)) for k in restored})
+
+
+def _enforced_initial(cfg: RunConfig, problem: Problem) -> dict[str, Initial]:
+    """The `Initial` terms that ``network.hard_constraint`` removed from ``problem``
+    (``{}`` without a hard constraint): taken from the problem as built without it."""
+    if not cfg.network.hard_constraint:
+        return {}
+    soft = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, hard_constraint=False))
+    full = build_problem(soft)
+    return {k: t for k, t in full.terms.items()
+            if isinstance(t, Initial) and k in full.enforced and k not in problem.terms}
 
 
 def build_weighting(cfg: RunConfig, problem: Problem, weights: dict[str, float]) -> Weighting:

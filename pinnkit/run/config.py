@@ -2,7 +2,8 @@
 
 Sections (docs/config.md): ``problem, network, sampler, diffops, weighting, optim, train,
 mesh, numerics, checkpoint`` plus ``eval`` (evaluation grid). Every key has a default,
-so a config file only states what differs (see ``docs/config.md`` for the reference).
+so a config file only states what differs (see ``docs/config.md`` for the reference; the
+schema is `pinnkit.run.schema`).
 
 Errors name the file, the key path, what was given and what is allowed, e.g.
 ``configs/p.yaml: optim.phases.0.lr: expected a number > 0, got -1.0``. Unknown keys are
@@ -16,293 +17,41 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from ..errors import ConfigError
-
-# ------------------------------------------------------------------------- schema
-
-
-@dataclass(frozen=True)
-class CoeffConfig:
-    """``problem.coeffs.NAME``: a coefficient to learn (inverse problems). ``init``: its
-    starting value (null: the problem's value); ``transform``: ``none``, ``positive``
-    ($c_0 e^\\theta$) or ``bounded`` ($a + (b-a)\\sigma(\\theta)$ with ``lower``/``upper``);
-    ``lr``: its own Adam/SGD learning rate (null: the phase's)."""
-
-    init: float | None = None
-    transform: Literal["none", "positive", "bounded"] = "none"
-    lower: float | None = None
-    upper: float | None = None
-    lr: float | None = None
-
-
-@dataclass(frozen=True)
-class ObservationConfig:
-    """``problem.observations.NAME``: an observation term read from ``file`` (CSV, NPZ,
-    NetCDF; path relative to the config file): ``fields`` maps observed fields to columns,
-    ``coords`` coordinates to columns (default: same names), optional ``weight`` or
-    ``sigma`` (noise standard deviation) column."""
-
-    file: str = ""
-    fields: dict[str, str] | list[str] = field(default_factory=dict)
-    coords: dict[str, str] = field(default_factory=dict)
-    weight: str | None = None
-    sigma: str | None = None
-
-
-@dataclass(frozen=True)
-class ProblemConfig:
-    """``problem``: which PDE. ``name``: a built-in (``pinnkit problems``) or
-    ``path/to/file.py:factory``; ``params``: keyword arguments of the factory;
-    ``trainable``: coefficient names to learn; ``coeffs``: how to learn them."""
-
-    name: str = "poisson2d"
-    params: dict[str, Any] = field(default_factory=dict)
-    trainable: list[str] = field(default_factory=list)
-    coeffs: dict[str, CoeffConfig] = field(default_factory=dict)
-    observations: dict[str, ObservationConfig] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FourierConfig:
-    """``network.fourier``: random Fourier features of ``dim`` outputs, std ``scale``."""
-
-    dim: int = 64
-    scale: float = 1.0
-
-
-@dataclass(frozen=True)
-class RwfConfig:
-    """``network.rwf``: random weight factorisation $W = \\operatorname{diag}(e^s) V$,
-    $s \\sim N(\\text{mean}, \\text{std}^2)$ at initialisation."""
-
-    mean: float = 1.0
-    std: float = 0.1
-
-
-@dataclass(frozen=True)
-class NetworkConfig:
-    """``network``: the core ``kind`` (``mlp``, ``modified_mlp``: ``depth`` hidden layers
-    of ``width`` units; ``pirate``: ``depth`` residual blocks), its input map and options
-    (``rwf``; PirateNet's least-squares ``pi_init`` of the last layer)."""
-
-    kind: Literal["mlp", "modified_mlp", "pirate"] = "mlp"
-    width: int = 64
-    depth: int = 4
-    activation: Literal["tanh", "sin", "gelu", "silu", "swish", "softplus", "sigmoid", "relu"] = (
-        "tanh"
-    )
-    init: Literal["glorot_normal", "glorot_uniform", "he_normal", "lecun_normal", "default"] = (
-        "glorot_normal"
-    )
-    normalize_inputs: bool = True
-    hard_constraint: bool = False
-    fourier: FourierConfig | None = None
-    periodic: dict[str, float] = field(default_factory=dict)
-    parity: dict[str, str] = field(default_factory=dict)
-    rwf: RwfConfig | None = None
-    pi_init: str | None = None
-    pi_points: int = 2048
-
-
-@dataclass(frozen=True)
-class AdaptiveConfig:
-    """``sampler.adaptive``: residual-based adaptive points for ``terms`` (default: the
-    ``interior`` terms). Every ``every`` steps a pool of ``pool`` × batch candidates is
-    scored by |r|; ``rad`` redraws the set with density ∝ |r|^k/mean(|r|^k)
-    + c, ``rar`` replaces the oldest ``rar_fraction`` of the set by the top candidates;
-    no updates at steps >= ``until_step`` when set (see docs/training_recipes.md)."""
-
-    kind: Literal["rad", "rar"] = "rad"
-    every: int = 1000
-    pool: int = 8
-    k: float = 1.0
-    c: float = 1.0
-    rar_fraction: float = 0.1
-    terms: list[str] = field(default_factory=list)
-    until_step: int | None = None
-
-
-@dataclass(frozen=True)
-class SamplerConfig:
-    """``sampler``: global points per term, ``uniform``/``sobol``, fixed or resampled,
-    optionally residual-adaptive (``adaptive``)."""
-
-    method: Literal["uniform", "sobol"] = "uniform"
-    resample: bool = False
-    batch: dict[str, int] = field(default_factory=dict)
-    adaptive: AdaptiveConfig | None = None
-
-
-@dataclass(frozen=True)
-class DiffOpsConfig:
-    """``diffops``: the derivative method (``pinnkit.diffops.METHODS``). The default is the
-    one-pass Taylor engine; ``autodiff`` (nested reverse mode) is the oracle."""
-
-    method: str = "taylor"
-
-
-@dataclass(frozen=True)
-class CausalConfig:
-    """``weighting.causal``: causal weights over ``chunks`` time slices with tolerance
-    ``tol`` (growing geometrically to ``final_tol`` when set)."""
-
-    chunks: int = 32
-    tol: float = 1.0
-    final_tol: float | None = None
-
-
-@dataclass(frozen=True)
-class WeightingConfig:
-    """``weighting``: per-term loss weights, fixed (missing terms weigh 1) or adaptive
-    (``grad_norm``, ``ntk``; ``weights`` are then the initial values), and optional
-    causal weights (``causal``)."""
-
-    kind: Literal["fixed", "grad_norm", "ntk"] = "fixed"
-    weights: dict[str, float] = field(default_factory=dict)
-    update_every: int = 1000
-    momentum: float = 0.9
-    ntk_points: int = 256
-    causal: CausalConfig | None = None
-
-
-@dataclass(frozen=True)
-class ScheduleConfig:
-    """``optim.phases.N.schedule``: learning-rate schedule over the phase's steps."""
-
-    kind: Literal["constant", "exponential_decay", "cosine", "warmup_cosine"] = "constant"
-    decay_steps: int = 1000
-    rate: float = 0.9
-    warmup_steps: int = 0
-    final_fraction: float = 0.0
-
-
-@dataclass(frozen=True)
-class PhaseConfig:
-    """One optimiser phase. ``steps: null`` (at most one phase) takes the rest of
-    ``train.steps``. ``adam``/``sgd``/``soap`` use ``lr`` and ``schedule`` (``soap``
-    refreshes its eigenbases every ``precondition_frequency`` steps); ``lbfgs`` uses a
-    zoom line search with ``memory`` past gradients; ``natural_gradient`` solves with the
-    damped Gramian (``damping``) and picks the best of ``step_grid`` step sizes
-    (``safeguard``: reject a step that raises the loss and raise the damping)."""
-
-    kind: Literal["adam", "sgd", "lbfgs", "soap", "natural_gradient"] = "adam"
-    steps: int | None = None
-    lr: float = 1.0e-3
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    clip_norm: float | None = None
-    memory: int = 10
-    max_linesearch_steps: int = 16
-    precondition_frequency: int = 10
-    damping: float = 1.0e-10
-    step_grid: int = 20
-    safeguard: bool = False
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    """``optim``: the optimiser phases, run in order (e.g. Adam then L-BFGS)."""
-
-    phases: list[PhaseConfig] = field(default_factory=lambda: [PhaseConfig()])
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """``train``: total steps, steps per dispatch (``chunk``), logging cadence, seed, and the
-    memory options for large problems (``accumulate``, ``remat``, ``donate``), and time
-    marching in ``time_windows`` windows of ``steps`` steps each (`pinnkit.train.windows`), whose
-    networks see time normalised over the whole interval or their own (``window_time``)."""
-
-    steps: int = 1000
-    chunk: int = 100
-    log_every: int = 100
-    eval_every: int = 0
-    seed: int = 0
-    accumulate: int = 1
-    remat: Literal["none", "dots", "full"] = "none"
-    donate: bool = False
-    time_windows: int = 1
-    window_time: Literal["global", "local"] = "global"
-
-
-@dataclass(frozen=True)
-class MeshConfig:
-    """``mesh``: devices on the ``data`` axis; -1 = all visible devices."""
-
-    data: int = -1
-
-
-@dataclass(frozen=True)
-class NumericsConfig:
-    """``numerics``: float64 on/off and matmul precision, applied by the CLI only."""
-
-    x64: bool = False
-    matmul_precision: Literal["default", "high", "highest"] = "highest"
-
-
-@dataclass(frozen=True)
-class CheckpointConfig:
-    """``checkpoint``: save every ``every`` steps (0: only at the end), keep ``keep``."""
-
-    every: int = 1000
-    keep: int = 3
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """``eval``: reference-error grid (``resolution`` points per coordinate)."""
-
-    resolution: int = 101
-    batch: int = 16384
-
-
-@dataclass(frozen=True)
-class LoggingConfig:
-    """``logging``: live curves besides ``metrics.jsonl`` (`pinnkit.run.live`):
-    ``tensorboard`` writes TensorBoard event files to ``RUN/tensorboard`` (the
-    ``tensorboard`` extra), read from the JSONL every ``every_s`` seconds."""
-
-    tensorboard: bool = False
-    every_s: float = 2.0
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    problem: ProblemConfig = field(default_factory=ProblemConfig)
-    network: NetworkConfig = field(default_factory=NetworkConfig)
-    sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    diffops: DiffOpsConfig = field(default_factory=DiffOpsConfig)
-    weighting: WeightingConfig = field(default_factory=WeightingConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    mesh: MeshConfig = field(default_factory=MeshConfig)
-    numerics: NumericsConfig = field(default_factory=NumericsConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
-    # Folder of the config file: user files named in it resolve relative to it.
-    source_dir: str | None = field(default=None, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.pop("source_dir")
-        return d
-
-    def phase_steps(self) -> list[int]:
-        """Steps of each optimiser phase, the ``null`` one filled in."""
-        fixed = sum(p.steps or 0 for p in self.optim.phases)
-        return [
-            p.steps if p.steps is not None else self.train.steps - fixed
-            for p in self.optim.phases
-        ]
-
+from ..train.phases import PHASES
+from . import yamlsafe
+
+# The schema lives in pinnkit/run/schema.py; its names stay importable from here.
+from .schema import PHASE_CONFIGS as PHASE_CONFIGS
+from .schema import AdaptiveConfig as AdaptiveConfig
+from .schema import CausalConfig as CausalConfig
+from .schema import CheckpointConfig as CheckpointConfig
+from .schema import CoeffConfig as CoeffConfig
+from .schema import DiffOpsConfig as DiffOpsConfig
+from .schema import EvalConfig as EvalConfig
+from .schema import FourierConfig as FourierConfig
+from .schema import LoggingConfig as LoggingConfig
+from .schema import MeshConfig as MeshConfig
+from .schema import NetworkConfig as NetworkConfig
+from .schema import NumericsConfig as NumericsConfig
+from .schema import ObservationConfig as ObservationConfig
+from .schema import OptimConfig as OptimConfig
+from .schema import PhaseConfig as PhaseConfig
+from .schema import ProblemConfig as ProblemConfig
+from .schema import RunConfig as RunConfig
+from .schema import RwfConfig as RwfConfig
+from .schema import SamplerConfig as SamplerConfig
+from .schema import ScheduleConfig as ScheduleConfig
+from .schema import TrainConfig as TrainConfig
+from .schema import WeightingConfig as WeightingConfig
 
 # --------------------------------------------------------------- conversion
 
@@ -334,6 +83,8 @@ def _convert(value, tp, path: str, where: str):
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
+    if tp == PhaseConfig:
+        return _phase(value, path, where)
     if origin in (types.UnionType, typing.Union):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
@@ -373,25 +124,70 @@ def _convert(value, tp, path: str, where: str):
             return value
         raise _Mismatch
     if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:
+                raise ConfigError(f"{where}: {path}: {value} is outside the 64-bit integer range; "
+                                  f"fix the value in the file or with --set {path}=...")
+            return value
         raise _Mismatch
     if tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
         if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
             try:
-                return float(value)
+                value = float(value)
             except ValueError:
                 raise _Mismatch from None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                value = float(value)
+            except OverflowError:  # an integer beyond float range
+                value = math.inf
+            if not math.isfinite(value):
+                raise ConfigError(f"{where}: {path}: expected a finite number, got {value!r}. Fix "
+                                  f"the value in the file or with --set {path}=...")
+            return value
         raise _Mismatch
     if tp is str:
         if isinstance(value, str):
             return value
         raise _Mismatch
     raise TypeError(f"unsupported schema type {tp}")
+
+
+# The options of the one flat phase schema before phases became one dataclass per kind:
+# a run folder's config.yaml written then holds every one of them in every phase.
+_LEGACY_PHASE_KEYS = {"lr", "schedule", "clip_norm", "memory", "max_linesearch_steps",
+                      "precondition_frequency", "damping", "step_grid", "safeguard"}
+
+
+def _phase(value, path: str, where: str):
+    """``optim.phases.N``: the dataclass of its ``kind`` (tagged union)."""
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise _Mismatch
+    kind = value.get("kind", "adam")
+    configs = {k: c.Config for k, c in PHASES.items()}  # the registry as it is now
+    if kind not in configs:
+        raise ConfigError(
+            f"{where}: {path}.kind: expected one of {', '.join(map(repr, configs))}, got "
+            f"{kind!r}. Fix the value in the file or with --set {path}.kind=..."
+        )
+    cls = configs[kind]
+    names = [f.name for f in dataclasses.fields(cls)]
+    if _LEGACY_PHASE_KEYS <= set(value):  # a resolved config of the flat schema: the
+        value = {k: v for k, v in value.items() if k in names}  # other kinds' keys were unused
+    unknown = [k for k in value if k not in names]
+    if unknown:
+        others = sorted(k for k, c in configs.items()
+                        if unknown[0] in {f.name for f in dataclasses.fields(c)})
+        taken = f" ({', '.join(others)} phases do)" if others else ""
+        raise ConfigError(
+            f"{where}: {path}.{unknown[0]}: phases of kind {kind!r} do not take {unknown[0]!r}{taken}. "
+            f"The options of kind {kind!r} are: {', '.join(names)}."
+        )
+    return _build(cls, value, path, where)
 
 
 def _field(value, tp, path, where):
@@ -480,6 +276,8 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
         cfg.diffops.method in METHODS, where, "diffops.method",
         f"expected one of {sorted(METHODS)}", cfg.diffops.method,
     )
+    for key, msg, value in cfg.diffops.problems():
+        _check(False, where, f"diffops.{key}", msg, value)
     for k, v in cfg.weighting.weights.items():
         _check(v >= 0, where, f"weighting.weights.{k}", "expected a number >= 0", v)
     w = cfg.weighting
@@ -504,13 +302,22 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
             _check(a.until_step >= 1, where, "sampler.adaptive.until_step",
                    "expected an integer >= 1 (e.g. the last Adam step + 1) or null for no limit",
                    a.until_step)
-    _check(t.steps >= 1, where, "train.steps", "expected an integer >= 1", t.steps)
+    # The step counter is an int32 on the device; the key from jax.random.key keeps 32 bits.
+    _check(1 <= t.steps < 2**31, where, "train.steps",
+           "expected an integer from 1 to 2147483647 (2**31 - 1)", t.steps)
     _check(t.chunk >= 1, where, "train.chunk", "expected an integer >= 1", t.chunk)
     _check(t.log_every >= 1, where, "train.log_every", "expected an integer >= 1", t.log_every)
     _check(t.eval_every >= 0, where, "train.eval_every", "expected an integer >= 0", t.eval_every)
-    _check(t.seed >= 0, where, "train.seed", "expected an integer >= 0", t.seed)
+    _check(0 <= t.seed < 2**32, where, "train.seed",
+           "expected an integer from 0 to 4294967295 (2**32 - 1; larger seeds would wrap around "
+           "to the same key)",
+           t.seed)
     _check(t.accumulate >= 1, where, "train.accumulate", "expected an integer >= 1", t.accumulate)
     _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)
+    _check(t.divergence_factor > 1, where, "train.divergence_factor", "expected a number > 1",
+           t.divergence_factor)
+    if t.max_time is not None:
+        _check(t.max_time > 0, where, "train.max_time", "expected seconds > 0 or null", t.max_time)
     phases = cfg.optim.phases
     _check(len(phases) >= 1, where, "optim.phases", "expected at least one phase", phases)
     nulls = [i for i, p in enumerate(phases) if p.steps is None]
@@ -521,27 +328,10 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     )
     for i, p in enumerate(phases):
         pp = f"optim.phases.{i}"
-        _check(p.lr > 0, where, f"{pp}.lr", "expected a number > 0", p.lr)
         if p.steps is not None:
             _check(p.steps >= 1, where, f"{pp}.steps", "expected an integer >= 1 or null", p.steps)
-        _check(p.memory >= 1, where, f"{pp}.memory", "expected an integer >= 1", p.memory)
-        s = p.schedule
-        _check(s.decay_steps >= 1, where, f"{pp}.schedule.decay_steps", "expected >= 1", s.decay_steps)
-        _check(0 < s.rate <= 1, where, f"{pp}.schedule.rate", "expected 0 < rate <= 1", s.rate)
-        _check(s.warmup_steps >= 0, where, f"{pp}.schedule.warmup_steps", "expected >= 0", s.warmup_steps)
-        _check(
-            0 <= s.final_fraction <= 1, where, f"{pp}.schedule.final_fraction",
-            "expected a fraction in [0, 1]", s.final_fraction,
-        )
-        if p.clip_norm is not None:
-            _check(p.clip_norm > 0, where, f"{pp}.clip_norm", "expected > 0 or null", p.clip_norm)
-            _check(p.kind != "natural_gradient", where, f"{pp}.clip_norm",
-                   "a natural_gradient phase chooses its step by line search and clips nothing; "
-                   "set clip_norm: null", p.clip_norm)
-        _check(p.precondition_frequency >= 1, where, f"{pp}.precondition_frequency",
-               "expected an integer >= 1", p.precondition_frequency)
-        _check(p.damping >= 0, where, f"{pp}.damping", "expected a number >= 0", p.damping)
-        _check(p.step_grid >= 1, where, f"{pp}.step_grid", "expected an integer >= 1", p.step_grid)
+        for key, msg, value in p.problems():  # the kind's own range checks
+            _check(False, where, f"{pp}.{key}", msg, value)
     steps = cfg.phase_steps()
     total = sum(steps)
     if nulls:
@@ -570,20 +360,19 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
 # ------------------------------------------------------------- files and overrides
 
 
-def _read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} not found (current folder: {Path.cwd()})") from None
-    except OSError as e:
-        raise ConfigError(f"config file {str(path)!r} cannot be read: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(f"{path}: invalid YAML{pos}: {problem}") from None
+MAX_BASE_DEPTH = 16
+
+
+def _read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    """A config file's data with its ``base:`` chain merged in (bounded, see `yamlsafe`)."""
+    here = path.resolve()
+    if here in chain:
+        names = " -> ".join(str(p) for p in (*chain, here))
+        raise ConfigError(f"{path}: base: the chain {names} comes back to a file already read; "
+                          "remove the base: key that closes the cycle")
+    if len(chain) >= MAX_BASE_DEPTH:
+        raise ConfigError(f"{path}: base: more than {MAX_BASE_DEPTH} files deep; flatten the chain")
+    data = yamlsafe.loads(yamlsafe.read_text(path), str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -592,8 +381,8 @@ def _read_yaml(path: Path) -> dict:
     if base is not None:
         if not isinstance(base, str):
             raise ConfigError(f"{path}: base: expected a file path, got {base!r}")
-        parent = _read_yaml((path.parent / base) if not Path(base).is_absolute() else Path(base))
-        data = _merge(parent, data)
+        parent = (path.parent / base) if not Path(base).is_absolute() else Path(base)
+        data = _merge(_read_yaml(parent, (*chain, here)), data)
     return data
 
 
@@ -609,10 +398,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE, e.g. --set train.steps=2000")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
+    value = yamlsafe.loads(raw, f"--set {key.strip()}=...", invalid=raw) if raw.strip() else None
     return key.strip().split("."), value
 
 

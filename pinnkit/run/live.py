@@ -181,7 +181,7 @@ class LiveLog:
 
 
 def _resume_step(run_dir: Path) -> int:
-    from . import checkpoint as ckpt
+    from ..train import checkpoint as ckpt
 
     found = ckpt.latest_valid(run_dir / "checkpoints")
     return int(found[1]["step"]) if found else 0
@@ -223,10 +223,11 @@ def start_live_logging(run, out: Path, resume: bool, writer: AbstractScalarWrite
 
 
 def _rate(phase_cfg, phase) -> Callable[[int], float] | None:
-    """``step -> learning rate`` of a phase with one (None: L-BFGS, natural gradient)."""
-    if phase_cfg.kind in ("lbfgs", "natural_gradient"):
-        return None
-    from .build import _schedule  # the schedule the optimiser was built with
+    """``step -> learning rate`` of a first-order phase (None for the others: L-BFGS and
+    the natural gradient choose their steps by line search)."""
+    from ..train.phases.optax import GradientConfig, schedule
 
-    sched = _schedule(phase_cfg, phase.steps)
+    if not isinstance(phase_cfg, GradientConfig):
+        return None
+    sched = schedule(phase_cfg, phase_cfg.lr, phase.steps)  # the one the optimiser was built with
     return (lambda k: float(sched(k))) if callable(sched) else (lambda k: float(sched))

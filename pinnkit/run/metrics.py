@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..physics.host import HostFunction
 from ..physics.problem import Problem
 
 
@@ -32,7 +33,12 @@ def predict(fn: Callable, points: np.ndarray, batch: int = 16384, dtype=jnp.floa
     """``vmap(fn)`` over ``points`` in batches of ``batch`` rows; returns numpy ``(n, m)``
     (``jacobian``: ``vmap(jacfwd(fn))``, ``(n, m, dim)``). ``fn`` is an argument of one
     jitted function, so a network of the same structure is compiled once per process
-    (evaluations during training reuse it)."""
+    (evaluations during training reuse it). A `HostFunction` (a numpy reference) is
+    evaluated on the host, outside JAX (values only)."""
+    if isinstance(fn, HostFunction):
+        if jacobian:
+            raise TypeError("predict: a HostFunction has no Jacobian (it is evaluated in numpy)")
+        return fn.host(points, np.dtype(dtype))
     kind = _jacobians if jacobian else _values
     f = lambda x: kind(fn, x)  # noqa: E731
     n = points.shape[0]

@@ -12,8 +12,8 @@
 
 from __future__ import annotations
 
-import json
-import shutil
+import contextlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,23 +22,29 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import yaml
 
+from .. import _jsonsafe as jsonsafe
 from ..errors import RunDirError
-from ..parallel.distributed import barrier
+from ..parallel.distributed import barrier, broadcast_from_main
 from ..parallel.mesh import evaluate_sharded, is_main_process, make_mesh
 from ..physics.coeffs import values as coeff_values
 from ..physics.problem import Problem
 from ..plot.fields import write_plots
+from ..train import checkpoint as ckpt
 from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
 from ..train.windows import fit_windows, load_windows
-from . import checkpoint as ckpt
-from .build import build_run
+from . import memplan, yamlsafe
+from .build import build_problem, build_run, reusing_problems
 from .config import RunConfig, dump_config
+from .folder import ASIDE_NAME, LOCK_NAME, Replaced, RunLock, has_checkpoint
 from .live import start_live_logging
 from .metrics import Predictor, predict
 
 versions = ckpt.package_versions
+
+
+class RunFolderWarning(UserWarning):
+    """A run folder's stale lock was taken over (or its file system cannot lock)."""
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -55,20 +61,30 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
             f"{run_dir} is not a pinnkit run directory: {path.name} is missing. "
             "Train first with `pinnkit train CONFIG --out DIR`."
         )
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yamlsafe.loads(yamlsafe.read_text(path, "run config"), str(path)) or {}
     data.pop("versions", None)
     source_dir = data.pop("source_dir", None)
     return from_dict_with_overrides(data, overrides, str(path), source_dir)
 
 
-def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> None:
-    """Creates ``out`` (or checks it for ``--resume``) and writes ``config.yaml``.
+def _entries(out: Path) -> list[Path]:
+    """The folder's own entries (not pinnkit's lock or a replacement in progress)."""
+    try:
+        return [p for p in out.iterdir() if p.name not in (LOCK_NAME, ASIDE_NAME)]
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        raise RunDirError(f"--out {out} is a file, not a folder; choose another --out") from None
+    except OSError as e:
+        raise RunDirError(f"cannot read {out}: {e.strerror or e}") from None
 
-    Every process runs the checks (so that all raise the same error); process 0 alone
-    writes, after a barrier, so that no process sees a half-prepared folder.
-    """
+
+def check_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> bool:
+    """Checks that ``cfg`` may be written to ``out``, without writing anything; every
+    process runs it (so that all raise the same error). Returns whether ``out`` holds an
+    old run that ``--overwrite`` replaces."""
     out = Path(out)
-    existing = out.exists() and any(out.iterdir())
+    existing = bool(_entries(out))
     if resume:
         if not (out / "config.yaml").is_file():
             raise RunDirError(f"--resume: {out} holds no run (no config.yaml); drop --resume")
@@ -86,7 +102,8 @@ def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> 
                 "resumed run must keep its problem, network, sampler and numerics. Start a "
                 "new --out folder instead."
             )
-    elif existing:
+        return False
+    if existing:
         if not overwrite:
             raise RunDirError(
                 f"{out} already holds files; pass --resume to continue that run, --overwrite "
@@ -94,21 +111,40 @@ def prepare_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> 
             )
         if not ((out / "config.yaml").is_file() or (out / "checkpoints").is_dir()):
             raise RunDirError(f"--overwrite: {out} is not a pinnkit run folder; refusing to delete it")
-    barrier("pinnkit-prepare-dir")
-    if not is_main_process():
-        return
-    if existing and not resume:
-        shutil.rmtree(out)
+    return existing
+
+
+@contextlib.contextmanager
+def _writing(out: Path):
+    """Holds ``out``'s lock (process 0) for the block; every process raises if it cannot."""
+    lock, err, note = None, None, None
+    if is_main_process():
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            lock = RunLock(out)
+            note = lock.acquire()
+        except RunDirError as e:
+            err = e
+        except OSError as e:
+            err = RunDirError(f"cannot create or lock {out}: {e.strerror or e}")
+    failed = bool(broadcast_from_main(np.int32(err is not None)))
+    if err is not None:
+        raise err
+    if failed:
+        raise RunDirError(f"process 0 could not lock {out} (see its message); this process stops too")
+    if note:
+        warnings.warn(note, RunFolderWarning, stacklevel=3)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RunDirError(f"cannot create {out}: {e.strerror or e}") from None
-    meta = {"versions": versions(), "source_dir": cfg.source_dir}
-    _write_text(out / "config.yaml", dump_config(cfg, meta))
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
 
 
-def summarize(run, res: FitResult, errors: dict) -> dict:
-    last = next((h for h in reversed(res.history) if "loss" in h), None)
+def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dict:
+    """summary.json's record. The final loss is the last one of this session's history,
+    else of ``logged`` (metrics.jsonl: a resumed run that logged nothing new)."""
+    last = next((h for h in reversed([*logged, *res.history]) if "loss" in h), None)
     acceptance = run.sampler.acceptance(run.problem)  # rejection-sampled terms only
     return {
         "problem": run.config.problem.name,
@@ -160,6 +196,7 @@ def train_to_dir(
     should_stop: Callable[[], bool] = lambda: False,
     progress: bool = True,
     plots: bool = True,
+    started: Callable[[], None] = lambda: None,
     **fit_options,
 ) -> dict:
     """Trains ``cfg`` into run directory ``out`` and returns the summary dict.
@@ -168,12 +205,48 @@ def train_to_dir(
     ``fit_options`` (``accumulate``, ``remat``, ``donate``, ``stall_timeout``) go to
     `fit`. Every process of a multi-process job calls this; process 0 writes the files.
     Errors are computed with the grid sharded over all devices (`evaluate_sharded`).
+
+    Nothing in ``out`` changes until the run is built and its memory plan passes
+    (`memplan.check`); then ``out`` is locked against other writers, ``started()`` is
+    called (the CLI's signal handling switches from "exit now" to "checkpoint first"),
+    and with ``overwrite`` the old run moves aside until the new one's first checkpoint
+    (`folder.Replaced`). Resuming a finished run returns its summary unchanged.
     """
     out = Path(out)
     resume, overwrite = resolve_resume(out, resume, overwrite)
-    prepare_dir(out, cfg, resume=resume, overwrite=overwrite)
-    run = build_run(cfg, mesh=mesh)
-    ev = cfg.eval
+    replaces = check_dir(out, cfg, resume=resume, overwrite=overwrite)
+    with reusing_problems():
+        mesh = mesh if mesh is not None else make_mesh(cfg.mesh.data)
+        run = memplan.check(cfg, build_problem(cfg), mesh, lambda: build_run(cfg, mesh=mesh),
+                            fit_options)
+    old = Replaced(out)
+    with _writing(out):
+        started()
+        if replaces and is_main_process():
+            old.move_aside()
+        try:
+            if not resume and is_main_process():
+                meta = {"versions": versions(), "source_dir": cfg.source_dir}
+                _write_text(out / "config.yaml", dump_config(cfg, meta))
+            barrier("pinnkit-prepare-dir")
+            summary = _train(run, out, resume, old, should_stop, progress, plots, fit_options)
+        except BaseException:
+            if is_main_process() and old.names and not has_checkpoint(out):
+                old.restore()
+            raise
+        if is_main_process():
+            old.drop()
+    return summary
+
+
+def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, plots, fit_options):
+    cfg, ev = run.config, run.config.eval
+    before = _read_summary(out) if resume else None
+
+    def polled() -> bool:  # between chunks: the old run goes once the new one has a checkpoint
+        if old.names and is_main_process() and has_checkpoint(out):
+            old.drop()
+        return should_stop()
 
     def eval_fn(network, coeffs):
         errors = evaluate_sharded(network, run.problem, run.mesh, ev.resolution, ev.batch, run.dtype,
@@ -193,31 +266,44 @@ def train_to_dir(
                     network, rw.problem, rw.mesh, ev.resolution, ev.batch, rw.dtype, grid=False)[0]
 
             res = fit_windows(run, out_dir=out, resume=resume, evaluate_window=window_eval,
-                              should_stop=should_stop, progress=progress, throw=False, **fit_options)
+                              should_stop=polled, progress=progress, throw=False, **fit_options)
         else:
-            res = fit(run, out_dir=out, resume=resume, should_stop=should_stop, evaluate=eval_fn,
+            res = fit(run, out_dir=out, resume=resume, should_stop=polled, evaluate=eval_fn,
                       progress=progress, throw=False, **fit_options)
     finally:
         if live is not None:
             live.close()
+    total = run.total_steps * cfg.train.time_windows
+    if (before is not None and res.result is RESULTS.successful and res.step == total
+            and before.get("steps") == total and before.get("outcome") == "successful"):
+        return before  # a finished run resumed: nothing new to report, summary.json kept
     want_plots = plots and res.result is not RESULTS.interrupted
     errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
                                     run.dtype, grid=want_plots)
-    summary = summarize(run, res, errors)
+    history = _read_history(out) if is_main_process() else []
+    summary = summarize(run, res, errors, history)
     summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype))
     summary["n_processes"] = jax.process_count()
-    if is_main_process():
-        _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    if is_main_process():  # strict JSON: non-finite errors as null, named under "nonfinite"
+        _write_text(out / "summary.json", jsonsafe.dumps(summary, indent=2) + "\n")
         if want_plots:
-            write_plots(out, run.problem, grid, _read_history(out))
+            write_plots(out, run.problem, grid, history)
     return summary
+
+
+def _read_summary(out: Path) -> dict | None:
+    path = out / "summary.json"
+    try:
+        return jsonsafe.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _read_history(run_dir: Path) -> list[dict]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [jsonsafe.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 @dataclass
@@ -257,9 +343,10 @@ class RunData:
     def loss_history(self) -> dict[str, np.ndarray]:
         """``{"step": ..., "loss": ..., <term>: ...}`` arrays from ``metrics.jsonl``."""
         recs = [h for h in self.history if "loss" in h]
-        out = {"step": np.array([h["step"] for h in recs]), "loss": np.array([h["loss"] for h in recs])}
+        out = {"step": np.array([h["step"] for h in recs]),
+               "loss": np.array([h["loss"] for h in recs], dtype=float)}
         for k in recs[0]["terms"] if recs else []:
-            out[k] = np.array([h["terms"][k] for h in recs])
+            out[k] = np.array([h["terms"][k] for h in recs], dtype=float)
         return out
 
 
@@ -270,7 +357,7 @@ def load_run(run_dir: str | Path) -> RunData:
     cfg = read_config(run_dir)
     run = build_run(cfg, with_mesh=False)
     summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    summary = jsonsafe.loads(summary_path.read_text()) if summary_path.is_file() else None
     if cfg.train.time_windows > 1:  # the piecewise model of the windows (pinnkit.train.windows)
         network, coeffs, step = load_windows(run, run_dir)
         return RunData(run_dir, cfg, run.problem, network, coeffs, step, _read_history(run_dir),

@@ -24,20 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..geometry.sampling import sobol_unit as sobol_unit
 from ..physics.problem import Problem
 
 METHODS = ("uniform", "sobol")
-
-
-def sobol_unit(n: int, dim: int, seed: int) -> np.ndarray:
-    """``n`` scrambled Sobol points in $[0,1)^{dim}$ (float64, numpy)."""
-    from scipy.stats import qmc
-
-    # scipy warns when n is not a power of 2 (balance properties are lost); taking the
-    # first n of the next power of two is the documented, harmless use here.
-    m = max(0, int(np.ceil(np.log2(max(n, 1)))))
-    pts = qmc.Sobol(d=dim, scramble=True, seed=seed).random_base2(m)
-    return pts[:n]
 
 
 class Sampler(eqx.Module):

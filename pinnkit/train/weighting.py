@@ -134,10 +134,14 @@ def per_term_grads(terms_fn, params) -> dict[str, object]:
     return out
 
 
-def ntk_trace(residual_fn, params, n_global: int) -> Float[Array, ""]:
-    """Mean NTK diagonal $\\frac1N\\sum_x \\|\\partial_\\theta r(x)\\|^2$ of one term, inside
-    `shard_map`: ``residual_fn(params) -> (n_local, r)`` on this device's points; the
-    squared Jacobian norms are ``psum``-ed and divided by ``n_global``."""
+def ntk_traces(residual_fn, params, n_global: dict[str, int]) -> dict[str, Float[Array, ""]]:
+    """Mean NTK diagonal $\\operatorname{tr} K_i = \\frac1{N_i}\\sum_x \\|\\partial_\\theta r_i(x)\\|^2$
+    of each term, inside `shard_map`: ``residual_fn(params) -> {term: (n_local, r)}`` on
+    this device's points; the squared Jacobian norms are ``psum``-ed over devices and
+    divided by the global point counts ``n_global`` ($N_i$)."""
+    # Varying copies of the replicated parameters: otherwise the transpose of the
+    # implicit broadcast would psum the Jacobian rows over devices before squaring.
+    params = jax.tree_util.tree_map(lambda x: jax.lax.pcast(x, "data", to="varying"), params)
     jac = jax.jacrev(residual_fn)(params)
-    sq = sum(jnp.sum(j**2) for j in jax.tree_util.tree_leaves(jac))
-    return jax.lax.psum(sq, "data") / n_global
+    sq = {k: sum(jnp.sum(j**2) for j in jax.tree_util.tree_leaves(jac[k])) for k in jac}
+    return {k: jax.lax.psum(v, "data") / n_global[k] for k, v in sq.items()}

@@ -15,7 +15,7 @@ Causal weights are rebuilt on each window's interval.
 The final model is `Windowed`: the piecewise network that evaluates, at a point with
 time $t$, the network of the window containing $t$ (the earlier window at an edge).
 Each window's run lives in ``RUN/windows/w{k}/`` (checkpoints, metrics.jsonl, and
-timing.json: the steps timed after compilation and their seconds, over every process
+timing.json: the steps timed (compilation excluded) and their seconds, over every process
 that trained the window); a resumed run skips finished windows. The run's steps/s is
 $\sum_w n_w / \sum_w s_w$ over those timed steps, so a resumed run still reports it.
 """
@@ -30,11 +30,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._jsonsafe import dumps as json_dumps
 from .._types import Point
 from ..errors import ConfigError
+from ..nn.embeddings import Normalize, PeriodicEmbedding
+from ..physics.constraints import AbstractTimeRestart
 from ..physics.problem import Problem
 from ..physics.terms import Initial
-from ..run.build import Run
+from ..sphere.domain import SphereEmbedding
+from .spec import Run
 
 
 class Windowed(eqx.Module):
@@ -77,58 +81,16 @@ def window_edges(problem: Problem, n: int) -> tuple[float, ...]:
     return tuple(float(v) for v in np.linspace(d.t0, d.t1, n + 1))
 
 
-def _timed(domain) -> bool:
-    return "t" in domain.coords and getattr(domain, "t0", None) is not None
-
-
 def cut_domain(domain, a: float, b: float):
     """The same domain on the time interval $[a, b]$ (`SpaceTime` or a timed `Sphere`:
-    any dataclass domain with ``t0``, ``t1`` fields)."""
+    a dataclass domain with ``t0``, ``t1`` fields; the builder checks this)."""
     return dataclasses.replace(domain, t0=a, t1=b)
 
 
 def hard_start(network) -> bool:
-    """Whether the network's output transform is a hard initial condition that can be
-    restarted at a window edge: it has ``restart(t0, t1, value) -> transform``."""
-    return callable(getattr(getattr(network, "transform", None), "restart", None))
-
-
-def enforced_initial(run: Run) -> dict[str, Initial]:
-    """The `Initial` terms that ``network.hard_constraint`` removed from ``run.problem``
-    (``{}`` without a hard constraint): taken from the problem as built without it."""
-    cfg = run.config
-    if not cfg.network.hard_constraint:
-        return {}
-    from ..run.build import build_problem
-
-    soft = dataclasses.replace(cfg, network=dataclasses.replace(cfg.network, hard_constraint=False))
-    full = build_problem(soft)
-    return {k: t for k, t in full.terms.items()
-            if isinstance(t, Initial) and k in full.enforced and k not in run.problem.terms}
-
-
-def check_windows(run: Run) -> None:
-    """Raises `ConfigError` unless the problem can be marched in time."""
-    p, cfg = run.problem, run.config
-    hard = hard_start(run.network)
-    restored = {} if hard else enforced_initial(run)
-    init = [k for k, t in p.terms.items() if isinstance(t, Initial)] + list(restored)
-    if not _timed(p.domain) or not (init or hard):
-        raise ConfigError(
-            f"train.time_windows={cfg.train.time_windows}: time marching needs a "
-            f"time-dependent (SpaceTime or timed Sphere) problem with an Initial term; "
-            f"{cfg.problem.name!r} has domain "
-            f"{type(p.domain).__name__} and terms {sorted(p.terms)}. Set "
-            "train.time_windows: 1"
-        )
-    missing = sorted(k for k in restored if k not in cfg.sampler.batch)
-    if missing:
-        raise ConfigError(
-            f"train.time_windows={cfg.train.time_windows} with network.hard_constraint: "
-            f"windows after the first impose continuity through the term(s) {missing} that "
-            "the hard constraint removes, so they need a batch size: add e.g. "
-            f"sampler.batch.{missing[0]}: 512"
-        )
+    """Whether the network's output transform is a hard initial condition that restarts
+    at a window edge (an `AbstractTimeRestart`)."""
+    return isinstance(network.transform, AbstractTimeRestart)
 
 
 def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
@@ -137,22 +99,22 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
     condition (`Initial` term) gets ``previous`` as its target; a hard one (a transform
     with ``restart``, see `hard_start`) is restarted at the window's start with
     ``previous(τ_w, x)`` as its exact value, so the piecewise solution is continuous; a
-    hard one without ``restart`` (see `enforced_initial`) is exact in window 0 and imposed
-    as a soft term after it. The cost of a hard start grows with ``w``: window ``w``'s
+    hard one without ``restart`` (``run.windows.restored``) is exact in window 0 and
+    imposed as a soft term after it. The cost of a hard start grows with ``w``: window ``w``'s
     network evaluates the ``w`` earlier ones at their starts."""
-    p, cfg = run.problem, run.config
-    edges = window_edges(p, cfg.train.time_windows)
+    p, spec = run.problem, run.windows
+    edges = window_edges(p, spec.count)
     a, b = edges[w], edges[w + 1]
     terms = dict(p.terms)
     sampler, weights, weighting = run.sampler, run.weights, run.weighting
     if previous is not None:
         # a hard initial condition without `restart`: continuity by the soft term after window 0
-        restored = {} if hard_start(previous) else enforced_initial(run)
+        restored = {} if hard_start(previous) else spec.restored
         if restored:
             terms.update(restored)
             sampler = dataclasses.replace(
-                sampler, batch={**sampler.batch, **{k: cfg.sampler.batch[k] for k in restored}})
-            extra_w = {k: float(cfg.weighting.weights.get(k, 1.0)) for k in restored}
+                sampler, batch={**sampler.batch, **{k: spec.restored_batch[k] for k in restored}})
+            extra_w = {k: spec.restored_weights[k] for k in restored}
             weights = {**weights, **extra_w}
             if weighting is not None:
                 weighting = dataclasses.replace(weighting, initial={**weighting.initial, **extra_w})
@@ -178,7 +140,7 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
             return net(jnp.where(jnp.arange(x.shape[0]) == t_axis, jnp.asarray(a, x.dtype), x))
 
         network = eqx.tree_at(lambda n: n.transform, previous, previous.transform.restart(a, b, start))
-    if run.config.train.window_time == "local":
+    if spec.local_time:
         network = local_time(network, a, b, p.domain.coords.index("t"))
     try:
         sampler.check(problem, run.mesh.size if run.mesh is not None else 1)
@@ -190,14 +152,15 @@ def window_run(run: Run, w: int, previous: eqx.Module | None) -> Run:
 
 def local_time(network: eqx.Module, a: float, b: float, t_axis: int) -> eqx.Module:
     """``network`` with its input map rescaled so that the window $[a, b]$ maps onto
-    $[-1, 1]$ in time (``train.window_time: local``): `SphereEmbedding`-like maps (fields
-    ``t0``, ``t1``) get ``t0=a, t1=b``; `Normalize`/`PeriodicEmbedding`-like ones (``lower``,
-    ``upper``) get their time entry replaced. Parameters are unchanged (warm start)."""
+    $[-1, 1]$ in time (``train.window_time: local``): a timed `SphereEmbedding` gets
+    ``t0=a, t1=b``; `Normalize` and `PeriodicEmbedding` get their time entry of
+    ``lower``/``upper`` replaced; other maps (Fourier features) see the rescaled input.
+    Parameters are unchanged (warm start)."""
 
     def rescale(e):
-        if getattr(e, "t0", None) is not None and hasattr(e, "t1"):
+        if isinstance(e, SphereEmbedding) and e.t0 is not None:
             return dataclasses.replace(e, t0=a, t1=b)
-        if hasattr(e, "lower") and hasattr(e, "upper"):
+        if isinstance(e, Normalize | PeriodicEmbedding):
             lo, hi = list(e.lower), list(e.upper)
             lo[t_axis], hi[t_axis] = a, b
             return dataclasses.replace(e, lower=tuple(lo), upper=tuple(hi))
@@ -211,7 +174,7 @@ def window_dir(out: Path | None, w: int) -> Path | None:
 
 
 def window_timing(out: Path | None, w: int, res, resume: bool) -> tuple[int, float]:
-    """``(steps, seconds)`` timed in window ``w`` (chunks after their compilation, as
+    """``(steps, seconds)`` timed in window ``w`` (every chunk, compilation excluded, as
     `pinnkit.train.loop.fit` times them): this process's (``res``, its `FitResult`) plus, when
     resuming, those of earlier processes read from ``windows/w{w}/timing.json``. The sum is
     written back there (process 0), so that a resumed run whose windows are already
@@ -220,7 +183,7 @@ def window_timing(out: Path | None, w: int, res, resume: bool) -> tuple[int, flo
     import json
 
     from ..parallel.mesh import is_main_process
-    from ..run.checkpoint import atomic_write_bytes
+    from .checkpoint import atomic_write_bytes
 
     path = None if out is None else window_dir(out, w) / "timing.json"
     steps, secs = 0, 0.0
@@ -253,21 +216,21 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
 
     **Returns:** a `FitResult` whose ``network`` is the `Windowed` model of the windows
     trained so far (all of them unless stopped early) and whose ``steps_per_s`` is that of
-    the steps timed in any window (`window_timing`; NaN if no chunk ran after its
-    compilation, e.g. every window one chunk).
+    the steps timed in any window (`window_timing`; NaN if no chunk ran, e.g. a resumed
+    run of finished windows without their timing.json).
     """
-    import json
 
     from ..parallel.mesh import is_main_process
     from .loop import RESULTS, FitResult, fit
 
-    check_windows(run)
-    n, per = run.config.train.time_windows, run.total_steps
+    n, per = run.n_windows, run.total_steps
     edges = window_edges(run.problem, n)
     nets, history, wall, result, prev, res = [], [], 0.0, RESULTS.successful, None, None
     timed_steps, timed_s = 0, 0.0
     for w in range(n):
         rw = window_run(run, w, prev)
+        if run.max_time is not None:  # the budget is the whole run's
+            rw = dataclasses.replace(rw, max_time=max(run.max_time - wall, 0.0))
         ev = evaluate_window(rw) if evaluate_window is not None else None
         res = fit(rw, out_dir=window_dir(out_dir, w), resume="auto" if resume else False,
                   evaluate=ev, **fit_options)
@@ -277,11 +240,11 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
         timed_steps, timed_s = timed_steps + n_w, timed_s + s_w
         nets.append(res.network)
         prev, result = res.network, res.result
-        if result is not RESULTS.successful:
+        if result not in (RESULTS.successful, RESULTS.converged):
             break
     steps = (len(nets) - 1) * per + res.step
     if out_dir is not None and is_main_process():
-        text = "".join(json.dumps(h) + "\n" for h in history)
+        text = "".join(json_dumps(h) + "\n" for h in history)
         (Path(out_dir) / "metrics.jsonl").write_text(text)
     model = Windowed(tuple(nets), edges[: len(nets) + 1], run.problem.domain.coords.index("t"))
     return FitResult(network=model, coeffs=res.coeffs, result=result, step=steps, history=history,
@@ -292,19 +255,19 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
 def load_windows(run: Run, run_dir: Path) -> tuple[Windowed, dict, int]:
     """``(model, coeffs, steps)`` from the windows' newest checkpoints in ``run_dir``."""
     from ..errors import RunDirError
-    from ..run import checkpoint as ckpt
-    from .loop import init_extra, split_model
+    from . import checkpoint as ckpt
+    from .step import init_extra, split_model
 
     nets, coeffs, steps, prev = [], {}, 0, None
-    edges = window_edges(run.problem, run.config.train.time_windows)
-    for w in range(run.config.train.time_windows):
+    edges = window_edges(run.problem, run.n_windows)
+    for w in range(run.n_windows):
         found = ckpt.latest_valid(window_dir(run_dir, w) / "checkpoints")
         if found is None:
             break
         path, head = found
         params, static = split_model(window_run(run, w, prev))  # w's layout (hard start)
         phase = run.phases[min(head["phase"], len(run.phases) - 1)]
-        _, (p, _, _) = ckpt.load(path, (params, phase.optimizer.init(params), init_extra(run)))
+        _, (p, _, _) = ckpt.load(path, (params, phase.init(params), init_extra(run)))
         net, coeffs = eqx.combine(p, static)
         nets.append(net)
         prev = net

@@ -1,0 +1,41 @@
+"""The jet algebra and rule registry of the Taylor engine, for layers' own Taylor rules.
+
+A layer gets a fast rule by registering one in its own file (the engine knows no layer
+class)::
+
+    from pinnkit.diffops import jets
+
+    @jets.taylor_rule(Scaled)
+    def _scaled_jet(m: Scaled, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+        return jets.scale(jets.propagate(m.inner, jet, plan=plan, keep=keep), m.factor)
+
+- `Jet`: value, first-order block and higher rows (`Row`, named by `RowKind`);
+- `Plan`: which rows are carried (``plan.dirs``, ``plan.rest``, ``plan.order``);
+- rules to compose: `linear` ($Wz + b$), `elementwise` (any element-wise $\\sigma$ given
+  its derivatives, e.g. `activation_derivatives`), `product` (Leibniz), `scale`, `add`,
+  `propagate` (a sub-module, by its own rule or the generic one), `generic` (any JAX
+  function of jets, by nested `jax.jvp`).
+
+docs/diffops.md ("How to add a network with a fast Taylor rule") walks through it.
+"""
+
+from ._activations import activation_derivatives as activation_derivatives
+from ._generic import generic as generic
+from ._jet import Jet as Jet
+from ._jet import Plan as Plan
+from ._jet import add as add
+from ._jet import elementwise as elementwise
+from ._jet import input_jet as input_jet
+from ._jet import linear as linear
+from ._jet import make_plan as make_plan
+from ._jet import product as product
+from ._jet import scale as scale
+from ._jet import select as select
+from ._rows import Row as Row
+from ._rows import RowKind as RowKind
+from ._rows import partial_row as partial_row
+from ._taylor import TaylorRule as TaylorRule
+from ._taylor import has_rule as has_rule
+from ._taylor import network_jet as network_jet
+from ._taylor import propagate as propagate
+from ._taylor import taylor_rule as taylor_rule

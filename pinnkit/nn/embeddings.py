@@ -1,0 +1,169 @@
+"""Input maps of a `pinnkit.nn.layers.Network`: normalisation of the domain's bounding box
+onto $[-1, 1]^d$, exact periodicity, random Fourier features; each with its Taylor rule
+(`pinnkit.diffops.jets.taylor_rule`) below its definition.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._types import Point, PRNGKey
+from ..diffops import jets
+
+
+class Normalize(eqx.Module):
+    """Affine map of the box $[\\text{lower}, \\text{upper}]$ onto $[-1, 1]^d$."""
+
+    lower: tuple[float, ...] = eqx.field(static=True)
+    upper: tuple[float, ...] = eqx.field(static=True)
+
+    def __call__(self, x: Point) -> Point:
+        lo = jnp.asarray(self.lower, x.dtype)
+        hi = jnp.asarray(self.upper, x.dtype)
+        return 2.0 * (x - lo) / (hi - lo) - 1.0
+
+
+@jets.taylor_rule(Normalize)
+def _normalize_jet(norm: Normalize, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    dtype = jet.value.dtype
+    scale = 2.0 / (jnp.asarray(norm.upper, dtype) - jnp.asarray(norm.lower, dtype))
+    first = None if jet.first is None else jet.first * scale[None]
+    return jets.Jet(norm(jet.value), first, {k: r * scale for k, r in jet.rest.items()})
+
+
+class PeriodicEmbedding(eqx.Module):
+    """Exact periodicity: each periodic coordinate $x_c$ (period $L_c$) becomes
+    $(\\cos(2\\pi x_c/L_c), \\sin(2\\pi x_c/L_c))$; the others are mapped affinely from
+    $[\\text{lower}, \\text{upper}]$ onto $[-1, 1]$. Output size: $d$ + number of periodic
+    coordinates. Any function of these features is exactly $L_c$-periodic in $x_c$.
+    """
+
+    periods: tuple[float | None, ...] = eqx.field(static=True)
+    lower: tuple[float, ...] = eqx.field(static=True)
+    upper: tuple[float, ...] = eqx.field(static=True)
+
+    def __call__(self, x: Point) -> Float[Array, " k"]:
+        feats = []
+        for i, period in enumerate(self.periods):
+            if period is None:
+                lo, hi = self.lower[i], self.upper[i]
+                feats.append((2.0 * (x[i] - lo) / (hi - lo) - 1.0)[None])
+            else:
+                w = 2.0 * jnp.pi / period
+                feats.append(jnp.stack([jnp.cos(w * x[i]), jnp.sin(w * x[i])]))
+        return jnp.concatenate(feats)
+
+
+@jets.taylor_rule(PeriodicEmbedding)
+def _periodic_jet(pe: PeriodicEmbedding, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    # every feature is phi(c x_i): phi = identity (normalised coordinate, the offset does not
+    # matter to derivatives), cos or sin (periodic coordinate, c = 2 pi / period)
+    idx, scale, kinds = [], [], []  # kinds: 0 identity, 1 cos, 2 sin
+    for i, period in enumerate(pe.periods):
+        if period is None:
+            idx += [i]
+            scale += [2.0 / (pe.upper[i] - pe.lower[i])]
+            kinds += [0]
+        else:
+            idx += [i, i]
+            scale += [2.0 * math.pi / period] * 2
+            kinds += [1, 2]
+    scale = jnp.asarray(scale, jet.value.dtype)
+    sel = lambda r: r[..., np.asarray(idx)] * scale.reshape((1,) * (r.ndim - 1) + (-1,))
+    angle = sel(jet.value)
+    feats = jets.Jet(
+        angle, None if jet.first is None else sel(jet.first), {k: sel(r) for k, r in jet.rest.items()}
+    )
+    sin, cos = jnp.sin(angle), jnp.cos(angle)
+    one, zero = jnp.ones_like(angle), jnp.zeros_like(angle)
+    is_lin, is_cos = np.asarray(kinds) == 0, np.asarray(kinds) == 1
+
+    def nth(j):  # phi^(j) of every feature, j >= 1
+        periodic = jnp.where(is_cos, (cos, -sin, -cos, sin)[j % 4], (sin, cos, -sin, -cos)[j % 4])
+        return jnp.where(is_lin, one if j == 1 else zero, periodic)
+
+    derivs = [pe(jet.value)] + [nth(j) for j in range(1, plan.order + 1)]
+    return jets.elementwise(feats, derivs, plan)
+
+
+class FourierFeatures(eqx.Module):
+    """Random Fourier features $z \\mapsto [\\cos(2\\pi B z), \\sin(2\\pi B z)]$, $B \\sim N(0, s^2)$.
+
+    ``B`` is fixed (not trained): it lives in a non-trainable field read through
+    `jax.lax.stop_gradient`.
+    """
+
+    B: Float[Array, "k d"]
+
+    def __init__(self, in_size: int, dim: int, scale: float, *, key: PRNGKey, dtype=jnp.float32):
+        if dim % 2:
+            raise ValueError(f"Fourier feature dim must be even: actual={dim}")
+        self.B = scale * jax.random.normal(key, (dim // 2, in_size), dtype)
+
+    def __call__(self, z: Point) -> Float[Array, " k"]:
+        proj = 2.0 * jnp.pi * (jax.lax.stop_gradient(self.B) @ z)
+        return jnp.concatenate([jnp.cos(proj), jnp.sin(proj)])
+
+
+@jets.taylor_rule(FourierFeatures)
+def _fourier_jet(ff: FourierFeatures, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    B = 2.0 * jnp.pi * jax.lax.stop_gradient(ff.B)
+    proj = 2.0 * jnp.pi * (jax.lax.stop_gradient(ff.B) @ jet.value)  # as FourierFeatures does
+    # [cos p, sin p] is one element-wise map of [p, p] with per-element derivatives
+    twice = lambda r: jnp.concatenate([r, r], axis=-1)
+    both = jets.Jet(
+        twice(proj),
+        None if jet.first is None else twice(jet.first @ B.T),
+        {k: twice(B @ r) for k, r in jet.rest.items()},
+    )
+    sin, cos = jnp.sin(proj), jnp.cos(proj)
+    cyc_cos, cyc_sin = (cos, -sin, -cos, sin), (sin, cos, -sin, -cos)
+    derivs = [jnp.concatenate([cyc_cos[j % 4], cyc_sin[j % 4]]) for j in range(plan.order + 1)]
+    return jets.elementwise(both, derivs, plan)
+
+
+def build_embedding(
+    in_names: Sequence[str],
+    *,
+    bounds: tuple[Sequence[float], Sequence[float]] | None,
+    fourier: tuple[int, float] | None = None,
+    periodic: dict[str, float] | None = None,
+    input_map: eqx.Module | None = None,
+    key: PRNGKey,
+    dtype=jnp.float32,
+) -> tuple[tuple[eqx.Module, ...], int]:
+    """The input map [normalise | periodic | input_map] → [Fourier features] and its
+    output size.
+
+    ``periodic`` maps coordinate names to periods; those coordinates enter through a
+    `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
+    ``input_map`` (e.g. `pinnkit.sphere.SphereEmbedding`, which has a ``size`` attribute:
+    its output width) replaces both.
+    """
+    embedding: list[eqx.Module] = []
+    in_size = len(in_names)
+    if input_map is not None:
+        embedding.append(input_map)
+        in_size = input_map.size
+    elif periodic:
+        if bounds is None:
+            raise ValueError("a periodic embedding needs the domain bounds")
+        periods = tuple(periodic.get(c) for c in in_names)
+        embedding.append(
+            PeriodicEmbedding(periods, tuple(map(float, bounds[0])), tuple(map(float, bounds[1])))
+        )
+        in_size += sum(p is not None for p in periods)
+    elif bounds is not None:
+        embedding.append(Normalize(tuple(map(float, bounds[0])), tuple(map(float, bounds[1]))))
+    if fourier is not None:
+        dim, scale = fourier
+        embedding.append(FourierFeatures(in_size, dim, scale, key=key, dtype=dtype))
+        in_size = dim
+    return tuple(embedding), in_size

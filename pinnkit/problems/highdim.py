@@ -1,0 +1,127 @@
+r"""High-dimensional Poisson and Allen–Cahn problems in the unit ball with exact solutions
+(the test problems of SDGD, Hu et al. 2024, and STDE, Shi et al. 2024).
+
+In $B = \{x \in \mathbb{R}^d : \|x\| \le 1\}$, with fixed coefficients $c_i \sim N(0, 1)$
+(``seed``),
+
+$$u^*(x) = (1 - \|x\|^2) \sum_{i=1}^{d-1} c_i \sin\theta_i, \qquad
+\theta_i = x_i + \cos x_{i+1} + x_{i+1} \cos x_i,$$
+
+which couples neighbouring coordinates (not a sum of one-dimensional functions), and
+$u^* = 0$ on the sphere, imposed exactly by the output transform
+$u = (1 - \|x\|^2)\, N(x)$ (`BallDirichlet`; ``network.hard_constraint: true``) or as a
+loss term. The sources are computed in closed form in $O(d)$ per point (no derivative of
+$u^*$ is taken numerically): with $\varphi = 1 - \|x\|^2$, $g = \sum_i c_i \sin\theta_i$,
+
+$$\Delta u^* = \varphi\, \Delta g - 4\, x \cdot \nabla g - 2 d\, g,$$
+
+$$\Delta g = \sum_i c_i \big[\cos\theta_i\, (\partial_{i}^2\theta_i + \partial_{i+1}^2\theta_i)
+  - \sin\theta_i\, ((\partial_i\theta_i)^2 + (\partial_{i+1}\theta_i)^2)\big], \quad
+x \cdot \nabla g = \sum_i c_i \cos\theta_i\, (x_i \partial_i\theta_i + x_{i+1} \partial_{i+1}\theta_i),$$
+
+$\partial_i\theta_i = 1 - x_{i+1}\sin x_i$, $\partial_{i+1}\theta_i = \cos x_i - \sin x_{i+1}$,
+$\partial_i^2\theta_i = -x_{i+1}\cos x_i$, $\partial_{i+1}^2\theta_i = -\cos x_{i+1}$.
+
+- `poisson_ball`: $\Delta u = \Delta u^*$;
+- `allen_cahn_ball`: $\Delta u + u - u^3 = \Delta u^* + u^* - (u^*)^3$.
+
+Both residuals are affine in $\Delta u$, so a stochastic Laplacian (``diffops.estimator``)
+gives an unbiased residual, and the product of two independent ones an unbiased square.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from .._types import Point, Scalar
+from ..geometry.ball import HyperBall
+from ..physics.problem import Problem
+from ..physics.terms import Dirichlet, Equation
+
+
+class BallDirichlet(eqx.Module):
+    """The hard constraint $y \\mapsto (1 - \\|x\\|^2)\\, y$: zero on the unit sphere."""
+
+    def __call__(self, x: Point, y):
+        return (1.0 - jnp.sum(x * x)) * y
+
+
+class _Solution:
+    """$u^*$ and $\\Delta u^*$ (module docstring) for coefficients ``c`` (``d - 1``, numpy:
+    constants of the traced functions)."""
+
+    def __init__(self, c: np.ndarray):
+        self.c = c
+
+    def _theta(self, x):
+        xi, xn = x[:-1], x[1:]
+        theta = xi + jnp.cos(xn) + xn * jnp.cos(xi)
+        return xi, xn, theta
+
+    def value(self, x: Point) -> Scalar:
+        _, _, theta = self._theta(x)
+        c = jnp.asarray(self.c, x.dtype)
+        return (1.0 - jnp.sum(x * x)) * jnp.sum(c * jnp.sin(theta))
+
+    def laplacian(self, x: Point) -> Scalar:
+        xi, xn, theta = self._theta(x)
+        c = jnp.asarray(self.c, x.dtype)
+        a = 1.0 - xn * jnp.sin(xi)  # d theta / d x_i
+        b = jnp.cos(xi) - jnp.sin(xn)  # d theta / d x_{i+1}
+        second = -xn * jnp.cos(xi) - jnp.cos(xn)  # the two pure second derivatives
+        sin, cos = jnp.sin(theta), jnp.cos(theta)
+        g = jnp.sum(c * sin)
+        lap_g = jnp.sum(c * (cos * second - sin * (a * a + b * b)))
+        x_grad_g = jnp.sum(c * cos * (xi * a + xn * b))
+        d = x.shape[0]
+        return (1.0 - jnp.sum(x * x)) * lap_g - 4.0 * x_grad_g - 2.0 * d * g
+
+
+def _setup(dim: int, seed: int):
+    if int(dim) != dim or dim < 2:
+        raise ValueError(f"dim must be an integer >= 2 (the solution couples x_i and x_i+1): actual={dim!r}")
+    c = np.random.default_rng(seed).standard_normal(int(dim) - 1)
+    return HyperBall(int(dim)), _Solution(c)
+
+
+def _problem(domain, sol, pde, name, description) -> Problem:
+    def exact(x):
+        return sol.value(x)[None]
+
+    return Problem(
+        domain,
+        ("u",),
+        {"pde": Equation(pde), "boundary": Dirichlet("boundary")},
+        reference=exact,
+        hard_constraint=BallDirichlet(),
+        enforced=("boundary",),
+        name=name,
+        description=description,
+    )
+
+
+def poisson_ball(dim: int = 100, seed: int = 0) -> Problem:
+    """$\\Delta u = \\Delta u^*$ in the unit ball of dimension ``dim``, $u = 0$ on the sphere
+    (module docstring); exact solution $u^*$ with coefficients from ``seed``."""
+    domain, sol = _setup(dim, seed)
+
+    def pde(f, c):
+        return f.laplacian("u") - sol.laplacian(f.point)
+
+    return _problem(domain, sol, pde, "poisson_ball",
+                    f"Δu = Δu* in the unit ball of R^{dim}, u* = (1-|x|²) Σ c_i sin(θ_i)")
+
+
+def allen_cahn_ball(dim: int = 100, seed: int = 0) -> Problem:
+    """$\\Delta u + u - u^3 = \\Delta u^* + u^* - (u^*)^3$ in the unit ball of dimension
+    ``dim``, $u = 0$ on the sphere (module docstring)."""
+    domain, sol = _setup(dim, seed)
+
+    def pde(f, c):
+        u, ue = f["u"], sol.value(f.point)
+        return f.laplacian("u") + u - u**3 - (sol.laplacian(f.point) + ue - ue**3)
+
+    return _problem(domain, sol, pde, "allen_cahn_ball",
+                    f"Δu + u - u³ = f in the unit ball of R^{dim}, exact u* = (1-|x|²) Σ c_i sin(θ_i)")

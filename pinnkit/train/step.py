@@ -1,0 +1,216 @@
+"""The compiled unit of training: ``n`` steps of one phase scanned in one dispatch.
+
+A step is: key ``fold_in(train_key, step)`` (the stream does not depend on chunking, so
+a resumed run follows the uninterrupted trajectory); the update of the extra training
+state (`make_adapt`: adaptive loss weights, adaptive point sets); the phase's update
+(`AbstractPhase.step` on the `Loss`). The chunk returns per-step metrics measured before
+each update; the host loop (`pinnkit.train.loop`) logs them and checks them between
+chunks.
+
+A phase with a stopping tolerance (``tol``: relative loss change, ``grad_tol``: gradient
+norm) is checked *inside* the scan: from the first step that meets it, the remaining
+steps of the chunk leave the state unchanged (``lax.cond``), so the stop is exact to the
+step, and a second-order method is never asked to step from a converged point (where a
+line search divides by vanishing changes). Without a tolerance the step has no such
+branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..parallel.mesh import shard_rows
+from .loss import Loss
+from .phases import AbstractPhase
+from .spec import Run
+from .weighting import grad_norms, per_term_grads
+
+
+class TrainState(eqx.Module):
+    """Trainable parameters (the arrays of ``(network, coeffs)`` selected by the trainable
+    mask), the current phase's optimiser state, the global step, and ``extra`` training
+    state that survives phase changes: adaptive loss weights (``"weights"``,
+    `pinnkit.train.weighting`) and adaptive point sets (``"points"``, `pinnkit.train.adaptive`);
+    empty for a plain run. Checkpoints store ``(params, opt_state, extra)``."""
+
+    params: object
+    opt_state: object
+    step: jax.Array
+    extra: dict = eqx.field(default_factory=dict)
+
+
+def trainable_spec(run: Run):
+    """Filter tree over ``(network, coeffs)``: network arrays and trainable coefficients."""
+    net_spec = jax.tree_util.tree_map(eqx.is_inexact_array, run.network)
+    coeff_spec = {k: (k in run.problem.trainable) for k in run.problem.coeffs}
+    return (net_spec, coeff_spec)
+
+
+def split_model(run: Run):
+    """``(params, static)`` halves of the initial ``(network, coeffs)``."""
+    return eqx.partition((run.network, dict(run.problem.coeffs)), trainable_spec(run))
+
+
+def train_key(run: Run):
+    """The key whose ``fold_in(·, step)`` is the key of each step."""
+    return jax.random.fold_in(jax.random.key(run.seed), 2)
+
+
+def point_arrays(run: Run) -> dict:
+    """The sampler's arrays (fixed points, Sobol base sets, observations), sharded
+    ``P("data")`` over ``run.mesh``. Every process builds the same host arrays from the
+    seed; each places only the rows of its own devices."""
+    key = jax.random.key(run.seed)
+    host = run.sampler.host_arrays(jax.random.fold_in(key, 1), run.problem, run.dtype, run.mesh.size)
+    return shard_rows(host, run.mesh)
+
+
+def init_extra(run: Run) -> dict:
+    """``TrainState.extra`` at step 0: adaptive loss weights and adaptive point sets
+    (deterministic from ``run.seed``); ``{}`` for a plain run."""
+    extra = {}
+    if run.weighting is not None and run.weighting.adaptive:
+        extra["weights"] = run.weighting.init(run.dtype)
+    if run.adaptive is not None:
+        key = jax.random.fold_in(jax.random.key(run.seed), 3)
+        extra["points"] = run.adaptive.init(key, run.problem, run.dtype)
+    return extra
+
+
+def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True) -> Callable:
+    """``adapt(params, key, arrays, extra, step) -> extra``: the per-step update of the
+    extra training state, run inside the scanned step before the phase's update.
+
+    - adaptive loss weights (`pinnkit.train.weighting`), at steps ``≡ 0 mod update_every``,
+      unless ``update_weights`` is false (the phase's ``updates_weights``);
+    - adaptive point sets (`pinnkit.train.adaptive`), at steps ``> 0``, ``≡ 0 mod every``
+      (and ``< until_step`` when set).
+
+    Both use only replicated or ``psum``-ed quantities (`Loss`): the result is identical
+    on every device.
+    """
+    w, ad, problem = run.weighting, run.adaptive, run.problem
+
+    def weights_update(params, key, arrays, extra, step):
+        def update(lam):
+            ctx = loss.context(dict(extra, weights=lam), step)
+            if w.kind == "grad_norm":
+                terms_fn = lambda p: loss(p, key, arrays, 0, ctx)[1]["terms"]  # noqa: E731
+                stats = grad_norms(per_term_grads(terms_fn, params))
+            else:
+                stats = loss.ntk_traces(params, key, arrays, ctx["points"], ctx["tol"])
+            return w.smooth(lam, w.target(stats))
+
+        return jax.lax.cond(step % w.update_every == 0, update, lambda lam: lam, extra["weights"])
+
+    def points_update(params, key, extra, step):
+        def update(points):
+            akey = jax.random.fold_in(key, 0x52414400)
+            new = {}
+            for i, name in enumerate(ad.terms):
+                cands = ad.candidates(akey, problem, name, run.dtype)
+                score = loss.residual_norms(params, name, cands, key)
+                new[name] = ad.select(jax.random.fold_in(akey, 1 + i), points[name], cands, score)
+            return new
+
+        return jax.lax.cond(ad.due(step), update, lambda pts: pts, extra["points"])
+
+    def adapt(params, key, arrays, extra, step):
+        extra = dict(extra)
+        if update_weights and "weights" in extra:
+            extra["weights"] = weights_update(params, key, arrays, extra, step)
+        if "points" in extra:
+            extra["points"] = points_update(params, key, extra, step)
+        return extra
+
+    return adapt
+
+
+def _met(phase: AbstractPhase, m: dict, last) -> jax.Array:
+    """Whether step metrics ``m`` meet the phase's tolerance, ``last`` the previous step's
+    loss (NaN at the phase's first step: no comparison). A rejected natural-gradient step
+    (``step_size`` 0) moved nothing and does not count as a small change."""
+    met = jnp.zeros((), bool)
+    if phase.tol is not None:
+        moved = m["step_size"] > 0 if "step_size" in m else jnp.ones((), bool)
+        change = jnp.abs(m["loss"] - last) <= phase.tol * jnp.abs(last)
+        met = met | (moved & change)
+    if phase.grad_tol is not None:
+        met = met | (m["grad_norm"] <= phase.grad_tol)
+    return met
+
+
+def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run | None = None,
+               donate: bool = False) -> Callable:
+    """``chunk(arrays, state) -> (state, metrics)``: ``n_steps`` steps of ``phase`` in one
+    dispatch (``key``: `train_key`). ``metrics`` holds per-step ``loss``, ``terms`` (term
+    losses), and when present ``weights`` (adaptive loss weights), ``causal`` (slice
+    weights) and what the phase adds (``step_size``, ``grad_norm``), leading axis
+    ``n_steps``, measured before each step's update. Given ``run``, each step first
+    updates ``state.extra`` (`make_adapt`). With ``donate`` the input state's buffers are
+    reused for the output (the caller must not touch the input state afterwards).
+
+    A phase with a tolerance (``phase.stops_early``) makes ``chunk(arrays, state, last)``
+    with ``last`` the loss of the step before (NaN: none), and adds ``metrics["active"]``:
+    False for the steps after the tolerance was met, which left the state unchanged
+    (``state.step`` counts only the steps taken).
+    """
+    if phase.gauss_newton and loss.accumulate != 1:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"a {phase.kind} phase forms its Gramian from the whole batch: "
+                          "it needs accumulate=1")
+    adapt = make_adapt(run, loss, update_weights=phase.updates_weights) if run is not None else None
+
+    def one_step(arrays, state: TrainState):
+        key_s = jax.random.fold_in(key, state.step)
+        extra = state.extra
+        if adapt is not None:
+            extra = adapt(state.params, key_s, arrays, extra, state.step)
+        ctx = loss.context(extra, state.step)
+        params, opt_state, metrics = phase.step(loss, state.params, state.opt_state, key_s, arrays, ctx)
+        if "weights" in extra:
+            metrics["weights"] = extra["weights"]
+        return TrainState(params, opt_state, state.step + 1, extra), metrics
+
+    jit = eqx.filter_jit(donate="all-except-first" if donate else "none")
+    if not phase.stops_early:
+        @jit
+        def chunk(arrays, state: TrainState):
+            return jax.lax.scan(lambda s, _: one_step(arrays, s), state, None, length=n_steps)
+
+        return chunk
+
+    @jit
+    def stopping_chunk(arrays, state: TrainState, last):
+        shapes = jax.eval_shape(one_step, arrays, state)[1]
+        idle = jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype)
+                                      if jnp.issubdtype(s.dtype, jnp.inexact)
+                                      else jnp.zeros(s.shape, s.dtype), shapes)
+
+        def body(carry, _):
+            state, last, done = carry
+
+            def take(state):
+                new, m = one_step(arrays, state)
+                return new, m, _met(phase, m, last)
+
+            new, m, met = jax.lax.cond(done, lambda s: (s, idle, jnp.ones((), bool)), take, state)
+            m = dict(m, active=~done)
+            return (new, jnp.where(done, last, m["loss"]), done | met), m
+
+        init = (state, jnp.asarray(last, loss.dtype), jnp.zeros((), bool))
+        (state, _, _), m = jax.lax.scan(body, init, None, length=n_steps)
+        return state, m
+
+    return stopping_chunk
+
+
+def nan_loss(dtype) -> np.ndarray:
+    """``last`` for a phase's first chunk: no previous loss."""
+    return np.asarray(np.nan, dtype)

@@ -1,0 +1,163 @@
+"""The package's arrows: which layers may import which, no import cycles, one place that
+writes jax.config, one shard_map in training. Read from the source (ast), so lazy
+imports inside functions count as well."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "pinnkit"
+
+# Layers (first: the importer's package) that must never import the others.
+NEVER = {
+    "pinnkit.train": ("pinnkit.run", "pinnkit.problems", "pinnkit.cli"),
+    "pinnkit.physics": ("pinnkit.train", "pinnkit.run", "pinnkit.cli"),
+    "pinnkit.diffops": ("pinnkit.train", "pinnkit.run", "pinnkit.cli"),
+    "pinnkit.nn": ("pinnkit.train", "pinnkit.run", "pinnkit.cli"),
+    "pinnkit.geometry": ("pinnkit.train", "pinnkit.run", "pinnkit.cli"),
+}
+# No import cycle is accepted (the last one, nn/layers <-> nn/nets, ended when layers
+# took over their Taylor rules and build_mlp_network moved to nn/nets.py).
+KNOWN_CYCLES: list[set[str]] = []
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _is_package(name: str) -> bool:
+    return MODULES.get(name, Path()).name == "__init__.py"
+
+
+def imports(name: str) -> set[str]:
+    """The pinnkit modules that module ``name`` imports anywhere in its source, each
+    with the packages a Python import initialises on the way (except the importer's own
+    ancestors, already initialising, and the root package)."""
+    path = MODULES[name]
+    package = name if _is_package(name) else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            if not t.startswith("pinnkit"):
+                continue
+            while t not in MODULES:  # `import pinnkit.x.y` of a name: the module above it
+                t = t.rsplit(".", 1)[0]
+            parts = t.split(".")
+            for i in range(2, len(parts) + 1):
+                mod = ".".join(parts[:i])
+                if not (name == mod or name.startswith(mod + ".")):
+                    found.add(mod)
+    found.discard(name)
+    return found
+
+
+GRAPH = {m: imports(m) for m in MODULES}
+
+
+@pytest.mark.parametrize("layer", sorted(NEVER))
+def test_never_arrows(layer):
+    bad = sorted((m, t) for m, ts in GRAPH.items() if m == layer or m.startswith(layer + ".")
+                 for t in ts for f in NEVER[layer] if t == f or t.startswith(f + "."))
+    assert not bad, f"{layer} must not import {NEVER[layer]}: {bad}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    cycles = [c for c in _cycles(GRAPH) if c not in KNOWN_CYCLES]
+    assert not cycles, f"import cycles among pinnkit modules: {cycles}"
+
+
+def test_the_cycle_finder_finds_cycles():
+    """The check can fail: a two-module loop and a three-module loop are found."""
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert sorted(map(sorted, _cycles(graph))) == [["a", "b"], ["c", "d", "e"]]
+
+
+def _calls(path: Path, dotted: str) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == dotted:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_jax_config_written_only_by_the_cli():
+    writers = {str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py") if _calls(p, "jax.config.update")}
+    assert writers == {"pinnkit/cli/jaxsetup.py"}, writers
+
+
+def test_one_shard_map_in_training():
+    sites = {(str(p.relative_to(ROOT.parent)), n) for p in (ROOT / "train").rglob("*.py")
+             for n in _calls(p, "jax.shard_map")}
+    assert len(sites) == 1 and next(iter(sites))[0] == "pinnkit/train/loss.py", sites
+
+
+def test_training_reads_no_config():
+    """No training module touches ``run.config`` or a ``RunConfig``."""
+    for path in (ROOT / "train").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        attrs = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+        assert not [a for a in attrs if a.endswith(".config") and "jax" not in a], path
+        assert "RunConfig" not in path.read_text(), path
+
+
+
+
+def test_no_source_file_over_500_lines_without_a_reason():
+    """A longer file states at its top why one algorithm needs it."""
+    long = [p for p in ROOT.rglob("*.py") if len(p.read_text().splitlines()) > 500]
+    unexplained = {str(p.relative_to(ROOT.parent)) for p in long
+                   if "one algorithm" not in "\n".join(p.read_text().splitlines()[:30])}
+    assert not unexplained, sorted(unexplained)
