@@ -210,7 +210,8 @@ def test_tiny_config_trains_and_writes_the_quantities(tiny_run, trained):
         assert np.isfinite(m[k]), m
     assert m["reference"] == DFG1_REFERENCE
     first = json.loads((tiny_run / "metrics.jsonl").read_text().splitlines()[0])
-    # it trained: 100 Adam steps take the loss from the first log (step 10) down by MARGIN
+    # it trained: 100 Adam steps take the loss from 13.0 (step 0) to 0.169, ratio 0.013 (seed 0,
+    # default ISA: margin 38x; other seeds and ISAs not measured yet)
     trained.check("final/first loss", summary["final_loss"] / first["loss"], "<", 0.5)
 
 
