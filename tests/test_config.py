@@ -87,6 +87,29 @@ CLI_CASES = {
     ),
     "user_file": ("problem: {name: 'missing.py:make'}\n", [], "file not found"),
     "too_many_devices": ("{}\n", ["--set", "mesh.data=64"], "device\\(s\\) are visible"),
+    # diffops: DiffOpsConfig.problems() (pinnkit/run/schema.py) and the loader's types
+    "bad_estimator": (
+        "diffops: {estimator: hutchinson}\n", [], "diffops.estimator: expected one of .*'stde'.*'sdgd'",
+    ),
+    "estimator_off_taylor": (
+        "diffops: {method: autodiff, estimator: stde}\n", [],
+        "diffops.method: the stde estimator runs on the Taylor engine; set diffops.method: taylor",
+    ),
+    "samples_zero": (
+        "diffops: {estimator: stde, samples: 0}\n", [],
+        "diffops.samples: expected an integer >= 1 \\(random directions",
+    ),
+    "sdgd_one_dimension": (  # SDGD's bi-Laplacian needs pairs of distinct dimensions
+        "diffops: {estimator: sdgd, samples: 1}\n", [],
+        "diffops.samples: expected an integer >= 2 \\(random dimensions",
+    ),
+    "samples_not_int": (
+        "diffops: {estimator: sdgd, samples: 2.5}\n", [], "diffops.samples: expected an integer",
+    ),
+    "bad_draw": (  # through --set, as a sweep would pass it
+        "diffops: {estimator: sdgd}\n", ["--set", "diffops.draw=batch"],
+        "diffops.draw: expected point .* or step .*, got 'batch'",
+    ),
 }
 
 

@@ -12,6 +12,7 @@ from pinnkit.run.config import (
     PHASE_CONFIGS,
     AdaptiveConfig,
     CausalConfig,
+    CornerConfig,
     FourierConfig,
     RunConfig,
     RwfConfig,
@@ -53,6 +54,7 @@ def test_config_reference_matches_schema():
         assert meaning[k].startswith(want), (k, want, meaning[k][:40])
     keys.update(_schema(FourierConfig, "network.fourier."))
     keys.update(_schema(RwfConfig, "network.rwf."))
+    keys.update(_schema(CornerConfig, "network.singular.N."))
     keys.update(_schema(CausalConfig, "weighting.causal."))
     keys.update(_schema(AdaptiveConfig, "sampler.adaptive."))
     missing = set(keys) - set(rows)

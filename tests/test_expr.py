@@ -512,3 +512,18 @@ def test_config_errors_name_the_key():
         conds = {"left": {on: "left", "neumann": 1}, "b": {"where": "bottom", "robin": {"alpha": 2}}}
         p = problem(conditions=conds)
         assert p.terms["left"].where == "left" and p.terms["b"].where == "bottom"
+
+
+def test_small_integer_powers_are_products(x64):
+    """``a**n`` for a constant integer 1 <= |n| <= 16 is written with ``*`` (and one
+    division for n < 0), not ``lax.integer_pow`` (whose derivative rule trips shard_map's
+    varying-axes check, tests/test_geometry_config.py); the values agree with ``**`` to
+    float64 rounding of the few products (rtol 1e-14), other exponents are left alone."""
+    r = Resolver(SYM)
+    texts = ["x**2", "x**3", "y**5", "x**(-3)", "(x + y)**16", "x**0.5", "x**0", "y**17"]
+    fn = point_function(r.components(texts, KEY, fields_allowed=False), ("x", "y"), {})
+    p = jnp.asarray([0.7, 1.3])
+    want = np.asarray([0.7**2, 0.7**3, 1.3**5, 0.7**-3, 2.0**16, 0.7**0.5, 1.0, 1.3**17])
+    np.testing.assert_allclose(np.asarray(fn(p)), want, rtol=1e-14)
+    jaxpr = str(jax.make_jaxpr(fn)(p))
+    assert jaxpr.count("integer_pow") == 1  # y**17 only (the IR folds x**0 to 1)

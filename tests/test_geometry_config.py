@@ -128,3 +128,18 @@ def test_mesh_file_is_relative_to_the_config_file(tmp_path, monkeypatch, capsys)
     monkeypatch.chdir(elsewhere)
     flat = _run_error(tmp_path, cfg, capsys)
     assert "problem.params.domain.mesh" in flat and "not found" in flat, flat
+
+
+@pytest.mark.slow
+def test_hard_constraint_data_with_integer_powers_trains(tmp_path):
+    """Dirichlet data ``x**2 - y**2`` lifted by the distance-function constraint: with
+    ``lax.integer_pow`` the Taylor engine's generic rule failed JAX's varying-manual-axes
+    check inside ``shard_map`` (jax 0.10); the evaluator now writes small integer powers
+    as products (pinnkit.expr._eval._int_pow)."""
+    cfg = _expr_config({"polygon": {"vertices": [[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]]}},
+                       {"wall": {"where": "boundary", "dirichlet": "x**2 - y**2"}})
+    cfg["network"] = {"width": 4, "depth": 1, "hard_constraint": True}
+    cfg["sampler"]["batch"] = {"pde": 16}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["train", str(path), "--out", str(tmp_path / "run"), "--no-plots", "--quiet"]) == 0

@@ -13,7 +13,8 @@ from pinnkit.run.config import from_dict
 
 
 @pytest.mark.parametrize("name", ["poisson2d", "burgers", "taylor_green", "beltrami_flow",
-                                  "ebm", "tracer_transport", "williamson2"])
+                                  "ebm", "tracer_transport", "williamson2",
+                                  "poisson_ball"])
 def test_grid_points_match_the_domain_grid(name):
     domain = PROBLEMS[name]().domain
     for r in (3, 6):
@@ -40,6 +41,22 @@ def test_lower_bounds_count_parameters_points_and_activations():
     assert parts["activations of term 'pde'"] == 256 * 32 * 4 * 4  # width x (depth + 1)
     half = {p.what: p.bytes for p in memplan.lower_bounds(_cfg(accumulate=2), problem, 2)}
     assert half["activations of term 'pde'"] == parts["activations of term 'pde'"] / 2
+
+
+def test_lower_bounds_of_a_hard_constrained_mesh_problem():
+    """Building the network reads the problem's arrays on the host (a triangle mesh's
+    bounding box for the input normalisation): the plan must not trace the problem."""
+    from pathlib import Path
+
+    from pinnkit.run.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "configs" / "tiny" / "poisson_mesh.yaml", [])
+    problem = build_problem(cfg)
+    parts = {p.what: p.bytes for p in memplan.lower_bounds(cfg, problem, 1)}
+    run = build_run(cfg, mesh=make_mesh(1))
+    n_params = sum(x.size for x in jax.tree_util.tree_leaves(run.network) if hasattr(x, "size"))
+    assert parts["parameters"] == 4 * n_params
 
 
 def test_compiled_estimate_refuses_what_the_bounds_let_through(monkeypatch):

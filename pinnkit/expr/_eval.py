@@ -81,6 +81,31 @@ class _PointLeaves:
     lap = bilap = normal = partial
 
 
+def _small_int(e: Ex) -> int | None:
+    """The exponent of ``a**n`` for a constant integer $1 \\le |n| \\le 16$, else None."""
+    if e.op != "const" or isinstance(e.value, bool):
+        return None
+    v = float(e.value)
+    return int(v) if v.is_integer() and 1 <= abs(v) <= 16 else None
+
+
+def _int_pow(a, n: int):
+    """$a^n$ by binary exponentiation with ``*`` (the order of XLA's own ``integer_pow``):
+    ``lax.integer_pow``'s derivative rule fails JAX's varying-axes check when a
+    coordinate with an unvarying tangent meets it under vmap inside ``shard_map`` (the
+    Taylor engine's generic rule on a hard constraint's data, jax 0.10); ``*`` does not."""
+    if isinstance(a, int | float):
+        return a**n
+    k, acc = abs(n), None
+    while k > 0:
+        if k & 1:
+            acc = a if acc is None else acc * a
+        k >>= 1
+        if k > 0:
+            a = a * a
+    return 1.0 / acc if n < 0 else acc
+
+
 def evaluate(components: Sequence[Ex], leaves) -> list:
     """The value of each component (JAX arrays, or Python numbers for constants)."""
     memo: dict[int, object] = {}
@@ -106,6 +131,8 @@ def evaluate(components: Sequence[Ex], leaves) -> list:
             v = leaves.normal(*e.value)
         elif op == "neg":
             v = -ev(e.args[0])
+        elif op == "pow" and _small_int(e.args[1]) is not None:
+            v = _int_pow(ev(e.args[0]), _small_int(e.args[1]))
         elif op in _BINARY:
             v = _BINARY[op](ev(e.args[0]), ev(e.args[1]))
         elif op == "cmp":

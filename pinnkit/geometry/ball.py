@@ -111,3 +111,6 @@ class HyperBall(AbstractDomain):
         direction = g / np.linalg.norm(g, axis=1, keepdims=True)
         r = rng.uniform(size=(n, 1)) ** (1.0 / self.dim)
         return np.asarray(self.center)[None, :] + self.radius * r * direction, (n,)
+
+    def grid_size(self, resolution: int) -> int:
+        return resolution * resolution

@@ -175,5 +175,10 @@ def _blend(phis: Sequence[Scalar], gs: Sequence[Scalar]) -> Scalar:
     loo = [jnp.prod(jnp.stack([p for j, p in enumerate(phis) if j != i])) for i in range(len(phis))]
     den = sum(loo)
     ok = den > 0
-    w = [jnp.where(ok, q / jnp.where(ok, den, 1.0), 1.0 / len(gs)) for q in loo]
+    # den = 0 where two or more pieces meet (a corner point): the limit there is the mean
+    # of those pieces' data (equal for compatible data), never the others'
+    on = [p == 0 for p in phis]
+    n_on = sum(o.astype(den.dtype) for o in on)
+    w = [jnp.where(ok, q / jnp.where(ok, den, 1.0), jnp.where(o, 1.0 / jnp.maximum(n_on, 1.0), 0.0))
+         for q, o in zip(loo, on, strict=True)]
     return sum(wi * gi for wi, gi in zip(w, gs, strict=True))

@@ -140,6 +140,11 @@ class AbstractDomain(eqx.Module):
         pts = np.stack([m.ravel() for m in mesh], axis=-1)
         return pts, tuple(res)
 
+    def grid_size(self, resolution: int) -> int:
+        """Points of ``grid(resolution)`` without building it (the memory plan asks):
+        ``resolution**dim`` for the tensor grid; domains with their own `grid` say theirs."""
+        return resolution**self.dim
+
 
 class Box(AbstractDomain):
     """The axis-aligned box $\\prod_i [\\text{lower}_i, \\text{upper}_i]$ in 1–3 D (any D works

@@ -7,7 +7,9 @@ clusters without a display. What each problem gets:
 - steady 2-D: maps over ``(x, y)``; 3-D: the map of one slice of the last coordinate;
 - time-dependent, 1-D in space: the ``(t, x)`` maps and profiles at several times;
 - time-dependent, 2-D or 3-D in space: spatial maps at three times (start, middle, end);
-- the sphere: `pinnkit.plot.sphere` maps at three times.
+- the sphere: `pinnkit.plot.sphere` maps at three times;
+- a scattered evaluation set (no tensor grid: the d-dimensional ball, `HyperBall.grid`):
+  prediction against reference at its points (`parity_figure`).
 
 Prediction and reference share one colour scale; spatial maps have equal aspect when
 their axes share a unit; every axis and colour bar carries the unit the problem
@@ -211,6 +213,26 @@ def loss_figure(history: list[dict]):
     return fig
 
 
+def parity_figure(pred, ref, name: str, units: dict[str, str] | None = None):
+    """Prediction against reference at the points of a scattered evaluation set, with the
+    line of equality; the prediction alone (against the point index) without a reference."""
+    plt = _plt()
+    lab = label(name, dict(units or {}))
+    fig, ax = plt.subplots(figsize=(4.8, 4.5), constrained_layout=True)
+    pred = np.asarray(pred)
+    if ref is None:
+        ax.plot(pred, ".", ms=2)
+        ax.set(xlabel="evaluation point", ylabel=lab, title=f"{name} (no reference)")
+        return fig
+    ref = np.asarray(ref)
+    lo, hi = _limits(pred, ref)
+    ax.plot([lo, hi], [lo, hi], "k:", lw=1)
+    ax.plot(ref, pred, ".", ms=2)
+    ax.set(xlabel=f"reference {lab}", ylabel=f"predicted {lab}", aspect="equal",
+           title=f"{name} at {pred.size} evaluation points")
+    return fig
+
+
 def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list[Path]:
     """Writes ``plots/<field>.png`` for every field and ``plots/loss.png``."""
     plt = _plt()
@@ -234,6 +256,8 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
             ref = None if ref is None else np.where(inside, ref, np.nan)
         if on_sphere:
             fig = map_figure(sphere_fields, name, times, units=units)
+        elif len(grid["shape"]) != problem.domain.dim:  # scattered points: no map to draw
+            fig = parity_figure(pred, ref, name, units)
         else:
             fig = field_figure(problem.domain, grid["shape"], pred, ref, name, units,
                                mean_free=name in problem.mean_free)

@@ -24,6 +24,7 @@ from ..diffops import ESTIMATORS, METHODS, AbstractDiffMethod
 from ..errors import ConfigError
 from ..geometry.config import resolve_files
 from ..geometry.domains import SpaceTime
+from ..geometry.singular import enrich
 from ..nn.layers import Network, Parity
 from ..nn.nets import build_network as build_core_network
 from ..nn.nets import physics_informed_init
@@ -208,6 +209,11 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
     bounds = problem.domain.bounds() if (n.normalize_inputs or n.periodic) else None
     fourier = (n.fourier.dim, n.fourier.scale) if n.fourier is not None else None
     transform = problem.hard_constraint if n.hard_constraint else None
+    if n.singular:  # corner singular functions with trainable coefficients, after the constraint
+        try:
+            transform = enrich(problem.domain, problem.out_names, n.singular, transform, dtype)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     unknown = set(n.periodic) - set(problem.domain.coords)
     if unknown:
         raise ConfigError(

@@ -35,6 +35,7 @@ from .schema import AdaptiveConfig as AdaptiveConfig
 from .schema import CausalConfig as CausalConfig
 from .schema import CheckpointConfig as CheckpointConfig
 from .schema import CoeffConfig as CoeffConfig
+from .schema import CornerConfig as CornerConfig
 from .schema import DiffOpsConfig as DiffOpsConfig
 from .schema import EvalConfig as EvalConfig
 from .schema import FourierConfig as FourierConfig

@@ -98,12 +98,9 @@ def device_available(device) -> float:
 
 
 def grid_points(domain, resolution: int) -> int:
-    """Points of ``domain.grid(resolution)`` without building it."""
-    from ..sphere.domain import Sphere
-
-    if isinstance(domain, Sphere):  # (nt,) nlon = 2 nlat, nlat = resolution
-        return 2 * resolution**2 * (resolution if domain.timed else 1)
-    return resolution**domain.dim
+    """Points of ``domain.grid(resolution)`` without building it (`AbstractDomain.grid_size`:
+    a tensor grid has ``resolution**dim``, a ball's uniform set ``resolution**2``)."""
+    return domain.grid_size(resolution)
 
 
 def _optimizer_words(cfg: RunConfig, n_params: int, rows: int) -> tuple[float, str]:
@@ -123,7 +120,10 @@ def lower_bounds(cfg: RunConfig, problem, n_devices: int) -> list[Part]:
 
     dtype = jnp.float64 if cfg.numerics.x64 else jnp.float32
     size = np.dtype(dtype).itemsize
-    shapes = eqx.filter_eval_shape(build_network, cfg, problem, jax.random.key(0), dtype)
+    # The problem stays concrete (closed over): building may read its arrays on the host
+    # (a mesh's bounding box); only the network's initialisation is traced.
+    shapes = eqx.filter_eval_shape(lambda key: build_network(cfg, problem, key, dtype),
+                                   jax.random.key(0))
     n_params = sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(shapes)
                    if isinstance(x, jax.ShapeDtypeStruct) and jnp.issubdtype(x.dtype, jnp.inexact))
     d = problem.domain.dim

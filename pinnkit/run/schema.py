@@ -81,6 +81,19 @@ class RwfConfig:
 
 
 @dataclass(frozen=True)
+class CornerConfig:
+    """``network.singular.N``: a corner singular enrichment (`pinnkit.geometry.singular`)
+    at the corner ``at`` of a 2-D shape: cut-off ``radius`` (default the largest that
+    meets only the corner's edges), ``terms`` exponents (default those below 2), the
+    ``fields`` enriched (default all)."""
+
+    at: list[float] = field(default_factory=list)
+    radius: float | None = None
+    terms: int | None = None
+    fields: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     """``network``: the core ``kind`` (``mlp``, ``modified_mlp``: ``depth`` hidden layers
     of ``width`` units; ``pirate``: ``depth`` residual blocks), its input map and options
@@ -99,6 +112,7 @@ class NetworkConfig:
     rwf: RwfConfig | None = None
     pi_init: str | None = None
     pi_points: int = 2048
+    singular: list[CornerConfig] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,10 @@ class Sphere(AbstractDomain):
         )
         return pts, (ts.size, *LON.shape)
 
+    def grid_size(self, resolution: int) -> int:
+        """``(nt,) nlon, nlat`` with ``nlon = 2 nlat``, ``nlat = nt = resolution``."""
+        return 2 * resolution**2 * (resolution if self.timed else 1)
+
 
 class SphereEmbedding(eqx.Module):
     """$(t, \\mathbf x) \\mapsto (\\hat t, \\mathbf x/|\\mathbf x|)$: the network sees unit
