@@ -108,6 +108,28 @@ def test_expression_problem_on_a_shape_trains_with_hard_constraints(tmp_path):
     assert s["rel_l2"]["u"] < 0.2, s["rel_l2"]
 
 
+def test_mesh_file_is_relative_to_the_config_file(tmp_path, monkeypatch, capsys):
+    """A relative ``mesh.file`` is found next to the config, whatever the working folder
+    (as observation files are); from the config's folder the same path works too."""
+    trimesh = pytest.importorskip("trimesh")
+    folder = tmp_path / "case"
+    (folder / "shapes").mkdir(parents=True)
+    trimesh.creation.box(extents=(2.0, 1.0, 1.0)).export(folder / "shapes" / "box.stl")
+    cfg = _expr_config({"mesh": {"file": "shapes/box.stl"}})
+    (folder / "c.yaml").write_text(yaml.safe_dump(cfg))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for cwd in (elsewhere, folder):
+        monkeypatch.chdir(cwd)
+        rc = main(["train", str(folder / "c.yaml"), "--out", str(tmp_path / "run"), "--dry-run", "--quiet"])
+        err = capsys.readouterr().err
+        assert rc == 0, err
+    # without the config's folder the file is not found: the error names the key
+    monkeypatch.chdir(elsewhere)
+    flat = _run_error(tmp_path, cfg, capsys)
+    assert "problem.params.domain.mesh" in flat and "not found" in flat, flat
+
+
 @pytest.mark.slow
 def test_hard_constraint_data_with_integer_powers_trains(tmp_path):
     """Dirichlet data ``x**2 - y**2`` lifted by the distance-function constraint: with

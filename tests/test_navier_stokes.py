@@ -283,4 +283,5 @@ def test_notebook_executes(tiny_runs, monkeypatch):
     ).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "max deviation from Ghia" in text
+    assert "c_D " in text and "reference  5.579535" in text  # the shipped DFG 2D-1 run's figures
     assert math.isfinite(json.loads((tiny_runs["ns_cavity"] / "summary.json").read_text())["final_loss"])

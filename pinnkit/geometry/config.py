@@ -26,8 +26,9 @@ from ..errors import ConfigError
 from .base import AbstractShape
 from .csg import Difference, Intersection, Union
 from .domains import SpaceTime
-from .primitives2d import Disk, Ellipse, Polygon, Rectangle, Triangle
-from .primitives3d import Ball, Cuboid, Cylinder, ExtrudedPolygon
+from .primitives2d import Ellipse, Polygon, Rectangle, Triangle
+from .primitives3d import Cuboid, Cylinder, ExtrudedPolygon
+from .round import Ball, Disk
 from .transforms import rotate, scale, translate
 
 
@@ -171,6 +172,30 @@ def _primitive(kind, spec, here, coords, base_dir):
     if not path.is_absolute() and base_dir is not None and (Path(base_dir) / path).exists():
         path = Path(base_dir) / path
     return TriangleMesh.from_file(path, coords=c, scale=num.get("scale", 1.0), **names)
+
+
+def resolve_files(params: Mapping, base_dir: str | Path | None) -> dict:
+    """``params`` with the mesh files of its geometry trees found relative to ``base_dir``
+    (the config file's folder) first, then the current folder, as observation files are:
+    a relative ``file`` that exists under ``base_dir`` becomes that path; others are kept
+    (and a missing one is reported by `TriangleMesh.from_file`)."""
+    if base_dir is None:
+        return dict(params)
+
+    def walk(node):
+        if isinstance(node, list | tuple):
+            return [walk(v) for v in node]
+        if not isinstance(node, Mapping):
+            return node
+        out = {k: walk(v) for k, v in node.items()}
+        mesh = out.get("mesh")
+        if isinstance(mesh, Mapping) and isinstance(mesh.get("file"), str):
+            path = Path(mesh["file"])
+            if not path.is_absolute() and (Path(base_dir) / path).exists():
+                out["mesh"] = {**mesh, "file": str(Path(base_dir) / path)}
+        return out
+
+    return {k: walk(v) if is_geometry(v) else v for k, v in params.items()}
 
 
 def is_geometry(spec) -> bool:

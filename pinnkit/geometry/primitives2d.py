@@ -1,7 +1,7 @@
-"""2-D primitives: rectangle, disk, ellipse, polygon (and triangle), with their boundary
-atoms (segments, circles, the ellipse).
+"""2-D primitives: rectangle, ellipse, polygon (and triangle), with their boundary atoms
+(segments, the ellipse); the disk is in `pinnkit.geometry.round`.
 
-Default boundary names: rectangle ``left, right, bottom, top``; disk ``circle``; ellipse
+Default boundary names: rectangle ``left, right, bottom, top``; ellipse
 ``ellipse``; polygon ``side0, side1, ...`` (edge ``i`` from vertex ``i`` to ``i + 1``).
 ``name`` gives the whole boundary one name, ``names`` renames some (``{left: inlet}``).
 """
@@ -61,33 +61,6 @@ class Segment(AbstractAtom):
         return f, ((0.5 * L) ** 2 - jnp.dot(c, c)) / L
 
 
-class Circle(AbstractAtom):
-    """The circle of ``radius`` about ``center``."""
-
-    center: tuple[float, ...] = eqx.field(static=True)
-    radius: float = eqx.field(static=True)
-    name: str = eqx.field(static=True)
-
-    def measure(self):
-        return 2 * math.pi * self.radius
-
-    def from_unit(self, u):
-        th = 2 * jnp.pi * u[:, 0]
-        c = jnp.asarray(self.center, u.dtype)[None, :]
-        return c + self.radius * jnp.stack([jnp.cos(th), jnp.sin(th)], axis=1)
-
-    def normal(self, y):
-        r = y - jnp.asarray(self.center, y.dtype)
-        return r / safe_norm(r)
-
-    def distance(self, y):
-        return jnp.abs(safe_norm(y - jnp.asarray(self.center, y.dtype)) - self.radius)
-
-    def level(self, y):
-        r = y - jnp.asarray(self.center, y.dtype)
-        return (self.radius**2 - jnp.dot(r, r)) / (2 * self.radius), None
-
-
 def _primitive_parts(atoms, labels, dim: int) -> tuple[Part, ...]:
     frame = Frame.identity(dim)
     return tuple(Part(a, n, frame) for a, n in zip(atoms, labels, strict=True))
@@ -128,34 +101,6 @@ class Rectangle(AbstractShape):
 
     def measure(self):
         return math.prod(b - a for a, b in zip(self.lower, self.upper, strict=True))
-
-
-class Disk(AbstractShape):
-    """The disk $|x - c| \\le r$; exact signed distance. Boundary name ``circle``."""
-
-    center: tuple[float, ...] = eqx.field(static=True)
-    radius: float = eqx.field(static=True)
-    labels: tuple[str, ...] = eqx.field(static=True)
-    coords: tuple[str, ...] = eqx.field(static=True)
-
-    def __init__(self, center, radius, name=None, names: Mapping | None = None, coords=XY):
-        self.center = check_point(center, 2, "disk center")
-        self.radius = check_positive(radius, "disk radius")
-        self.labels = relabel(("circle",), name, names, "disk")
-        self.coords = tuple(coords)
-
-    def sdf(self, x):
-        return safe_norm(x - jnp.asarray(self.center, x.dtype)) - self.radius
-
-    def parts(self):
-        return _primitive_parts([Circle(self.center, self.radius, "circle")], self.labels, 2)
-
-    def bbox(self):
-        c, r = self.center, self.radius
-        return tuple(v - r for v in c), tuple(v + r for v in c)
-
-    def measure(self):
-        return math.pi * self.radius**2
 
 
 _ARC_TABLE = 2048  # nodes of the ellipse's arc-length table (spectrally accurate trapezoid)

@@ -1,8 +1,8 @@
-"""3-D primitives: box (`Cuboid`), ball, cylinder, extruded polygon, with their boundary
-atoms (planar rectangles, spheres, cylinder sides, flat caps).
+"""3-D primitives: box (`Cuboid`), cylinder, extruded polygon, with their boundary atoms
+(planar rectangles, cylinder sides, flat caps); the ball is in `pinnkit.geometry.round`.
 
 Default boundary names: cuboid ``left, right`` ($x$), ``front, back`` ($y$),
-``bottom, top`` ($z$) as on a 3-D `pinnkit.geometry.domains.Box`; ball ``sphere``; cylinder (axis
+``bottom, top`` ($z$) as on a 3-D `pinnkit.geometry.domains.Box`; cylinder (axis
 $z$; rotate it for another axis) ``side, bottom, top``; extruded polygon ``side0 ...``
 (one per polygon edge), ``bottom, top``. All signed distances are exact.
 """
@@ -77,34 +77,6 @@ class Rect3(AbstractAtom):
 
         s1, s2, l1, l2, r = self._frame(y)
         return -jnp.dot(r, jnp.asarray(self.normal_, y.dtype)), r_and(_slab(s1, l1), _slab(s2, l2))
-
-
-class SphereSurface(AbstractAtom):
-    """The sphere of ``radius`` about ``center`` (area-uniform by Archimedes' map)."""
-
-    center: tuple[float, ...] = eqx.field(static=True)
-    radius: float = eqx.field(static=True)
-    name: str = eqx.field(static=True)
-
-    def measure(self):
-        return 4 * math.pi * self.radius**2
-
-    def from_unit(self, u):
-        lon, z = 2 * jnp.pi * u[:, 0], 2 * u[:, 1] - 1
-        rho = jnp.sqrt(jnp.clip(1 - z * z, 0.0, 1.0))
-        xyz = jnp.stack([rho * jnp.cos(lon), rho * jnp.sin(lon), z], axis=1)
-        return jnp.asarray(self.center, u.dtype)[None, :] + self.radius * xyz
-
-    def normal(self, y):
-        r = y - jnp.asarray(self.center, y.dtype)
-        return r / safe_norm(r)
-
-    def distance(self, y):
-        return jnp.abs(safe_norm(y - jnp.asarray(self.center, y.dtype)) - self.radius)
-
-    def level(self, y):
-        r = y - jnp.asarray(self.center, y.dtype)
-        return (self.radius**2 - jnp.dot(r, r)) / (2 * self.radius), None
 
 
 class CylinderSide(AbstractAtom):
@@ -241,33 +213,6 @@ class Cuboid(AbstractShape):
 
     def measure(self):
         return math.prod(b - a for a, b in zip(self.lower, self.upper, strict=True))
-
-
-class Ball(AbstractShape):
-    """The ball $|x - c| \\le r$. Name ``sphere``."""
-
-    center: tuple[float, ...] = eqx.field(static=True)
-    radius: float = eqx.field(static=True)
-    labels: tuple[str, ...] = eqx.field(static=True)
-    coords: tuple[str, ...] = eqx.field(static=True)
-
-    def __init__(self, center, radius, name=None, names: Mapping | None = None, coords=XYZ):
-        self.center = check_point(center, 3, "ball center")
-        self.radius = check_positive(radius, "ball radius")
-        self.labels = relabel(("sphere",), name, names, "ball")
-        self.coords = tuple(coords)
-
-    def sdf(self, x):
-        return safe_norm(x - jnp.asarray(self.center, x.dtype)) - self.radius
-
-    def parts(self):
-        return _parts([SphereSurface(self.center, self.radius, "sphere")], self.labels)
-
-    def bbox(self):
-        return tuple(c - self.radius for c in self.center), tuple(c + self.radius for c in self.center)
-
-    def measure(self):
-        return 4.0 / 3.0 * math.pi * self.radius**3
 
 
 class Cylinder(AbstractShape):

@@ -49,7 +49,9 @@ class Problem(eqx.Module):
     - `metrics`: optional problem-specific figures for ``summary.json`` (e.g. Williamson's
       normalised errors on the sphere): ``metrics(predict) -> dict`` where
       ``predict(points (n, dim) numpy) -> (n, len(out_names)) numpy`` evaluates the trained
-      network; the dict (JSON-serialisable) is stored as ``summary["metrics"]``.
+      network (``predict.jacobian(points) -> (n, len(out_names), dim)`` its exact first
+      derivatives, `pinnkit.run.metrics.Predictor`); the dict (JSON-serialisable) is stored
+      as ``summary["metrics"]``.
     """
 
     domain: AbstractDomain

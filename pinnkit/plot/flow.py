@@ -54,25 +54,44 @@ def _derived(fn, out_names: tuple[str, ...], coords: tuple[str, ...]):
     return one
 
 
-def flow_fields(run, resolution: int = 101, t: float | None = None) -> dict[str, np.ndarray]:
-    r"""The flow of a run on a ``resolution``² grid over its spatial box.
+def _outline(domain, pts: np.ndarray, coords) -> np.ndarray | None:
+    """The signed distance of a shape's spatial part at ``pts`` (negative inside), whose
+    zero contour is the outline; None for a box (the image fills it)."""
+    from ..geometry.base import AbstractShape
+    from ..geometry.domains import SpaceTime
+
+    shape = domain.space if isinstance(domain, SpaceTime) else domain
+    if not isinstance(shape, AbstractShape):
+        return None
+    space = [coords.index(c) for c in shape.coords]
+    return np.asarray(jax.jit(jax.vmap(shape.sdf))(jnp.asarray(pts[:, space])))
+
+
+def flow_fields(run, resolution: int | tuple[int, int] = 101, t: float | None = None,
+                window: tuple[tuple[float, float], tuple[float, float]] | None = None,
+                ) -> dict[str, np.ndarray]:
+    r"""The flow of a run on a grid over its spatial box (or ``window``).
 
     **Arguments:**
     - `run`: a `pinnkit.RunData`.
-    - `resolution`: points per direction.
+    - `resolution`: points per direction, or ``(n_x, n_y)`` (a long channel wants more
+      along $x$).
     - `t`: the time of an unsteady problem (default: its final time); ignored if steady.
+    - `window`: ``((x0, y0), (x1, y1))``, a part of the box to draw (default: all of it).
 
-    **Returns:** ``{"x", "y", "u", "v", "p", "omega", "speed"}`` as ``(n, n)`` arrays
+    **Returns:** ``{"x", "y", "u", "v", "p", "omega", "speed"}`` as ``(n_x, n_y)`` arrays
     (``indexing="ij"``), plus ``"t"`` for unsteady problems and ``<name>_ref`` for each
-    field when the problem has a reference.
+    field when the problem has a reference. On a shape (`pinnkit.geometry`) the fields are
+    NaN outside the domain and ``"sdf"`` holds its signed distance (the outline is its
+    zero contour).
     """
     problem = run.problem
     coords = problem.domain.coords
     lo, hi = problem.domain.bounds()
     ix, iy = coords.index("x"), coords.index("y")
-    xs = np.linspace(lo[ix], hi[ix], resolution)
-    ys = np.linspace(lo[iy], hi[iy], resolution)
-    X, Y = np.meshgrid(xs, ys, indexing="ij")
+    nx, ny = (resolution, resolution) if isinstance(resolution, int) else resolution
+    (x0, y0), (x1, y1) = window if window is not None else ((lo[ix], lo[iy]), (hi[ix], hi[iy]))
+    X, Y = np.meshgrid(np.linspace(x0, x1, nx), np.linspace(y0, y1, ny), indexing="ij")
     pts = np.zeros((X.size, len(coords)))
     pts[:, ix], pts[:, iy] = X.ravel(), Y.ravel()
     out = {"x": X, "y": Y}
@@ -80,12 +99,18 @@ def flow_fields(run, resolution: int = 101, t: float | None = None) -> dict[str,
         t = hi[coords.index("t")] if t is None else float(t)
         pts[:, coords.index("t")] = t
         out["t"] = np.asarray(t)
+    inside = problem.domain.inside(pts)
+    sdf = _outline(problem.domain, pts, coords)
+    if sdf is not None:
+        out["sdf"] = sdf.reshape(X.shape)
     sources = [("", run.network)]
     if problem.reference is not None:
         sources.append(("_ref", problem.reference))
     batch = min(run.config.eval.batch, 4096)
     for suffix, fn in sources:
         vals = predict(_derived(fn, problem.out_names, coords), pts, batch, _dtype(run))
+        if inside is not None:  # no values drawn outside the shape
+            vals = np.where(inside[:, None], vals, np.nan)
         for i, name in enumerate(("u", "v", "p", "omega")):
             out[name + suffix] = vals[:, i].reshape(X.shape)
         out["speed" + suffix] = np.hypot(out["u" + suffix], out["v" + suffix])
@@ -98,6 +123,8 @@ def _panel(fig, ax, fields, values, title, cmap="viridis", symmetric=False):
     vmax = np.nanpercentile(np.abs(values), 99.5) if symmetric else None
     im = ax.pcolormesh(fields["x"], fields["y"], values, shading="auto", cmap=cmap,
                        vmin=-vmax if symmetric else None, vmax=vmax)
+    if "sdf" in fields:  # the shape's outline
+        ax.contour(fields["x"], fields["y"], fields["sdf"], levels=[0.0], colors="k", linewidths=0.8)
     ax.set(title=title, xlabel="x", ylabel="y", aspect="equal")
     fig.colorbar(im, ax=ax, shrink=0.85)
     return im
@@ -108,17 +135,23 @@ def flow_figure(fields: dict, title: str = "", suffix: str = ""):
     plt = _plt()
     has_p = not np.all(np.isnan(fields["p" + suffix]))
     names = ["speed", "p", "omega"] if has_p else ["speed", "omega"]
-    fig, axes = plt.subplots(1, len(names), figsize=(4.8 * len(names), 4.2), constrained_layout=True)
+    # a long channel is drawn in rows, anything squarer side by side
+    wide = np.ptp(fields["x"]) > 2.0 * np.ptp(fields["y"])
+    layout = dict(nrows=len(names), ncols=1, figsize=(11, 2.9 * len(names))) if wide else dict(
+        nrows=1, ncols=len(names), figsize=(4.8 * len(names), 4.2))
+    fig, axes = plt.subplots(**layout, constrained_layout=True)
     for ax, name in zip(axes, names, strict=True):
         vals = fields[name + suffix]
         if name == "speed":
             _panel(fig, ax, fields, vals, "|u| and streamlines", "viridis")
             # streamplot wants 1-D axes and [y, x]-indexed arrays.
-            ax.streamplot(fields["x"][:, 0], fields["y"][0], fields["u" + suffix].T,
-                          fields["v" + suffix].T, color="white", density=1.2, linewidth=0.6,
-                          arrowsize=0.6)
+            # (masked outside a shape: no streamlines there)
+            u, v = (np.ma.masked_invalid(fields[c + suffix].T) for c in ("u", "v"))
+            ax.streamplot(fields["x"][:, 0], fields["y"][0], u, v, color="white", density=1.2,
+                          linewidth=0.6, arrowsize=0.6)
         elif name == "p":
-            _panel(fig, ax, fields, vals - np.mean(vals), "pressure (mean removed, clipped)", "RdBu_r", True)
+            _panel(fig, ax, fields, vals - np.nanmean(vals), "pressure (mean removed, clipped)",
+                   "RdBu_r", True)
         else:
             _panel(fig, ax, fields, vals, "vorticity ω (clipped at 99.5%)", "RdBu_r", True)
     if "t" in fields:
@@ -135,10 +168,10 @@ def error_figure(fields: dict, title: str = ""):
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4), constrained_layout=True)
     for ax, name in zip(np.atleast_1d(axes), names, strict=True):
         err = fields[name] - fields[name + "_ref"]
-        if name == "p":
-            err = err - np.mean(err)
-        rel = np.linalg.norm(err) / max(np.linalg.norm(fields[name + "_ref"] - (np.mean(
-            fields[name + "_ref"]) if name == "p" else 0.0)), 1e-300)
+        ref = fields[name + "_ref"]
+        if name == "p":  # NaN-aware: a shape's fields are NaN outside it
+            err, ref = err - np.nanmean(err), ref - np.nanmean(ref)
+        rel = np.sqrt(np.nansum(err**2)) / max(np.sqrt(np.nansum(ref**2)), 1e-300)
         _panel(fig, ax, fields, np.abs(err), f"|{name} error| (rel. L2 {rel:.1e})", "magma")
     if "t" in fields:
         title = f"{title} (at t = {float(fields['t']):.3g})".strip()

@@ -9,6 +9,7 @@ from .allen_cahn import allen_cahn
 from .burgers import burgers
 from .cavity import lid_driven_cavity
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
+from .dfg import dfg_cylinder
 from .expression import expression
 from .highdim import allen_cahn_ball, poisson_ball
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
@@ -28,6 +29,7 @@ PROBLEMS = {
     "periodic_flow": periodic_flow,
     "beltrami_flow": beltrami_flow,
     "channel_flow": channel_flow,
+    "dfg_cylinder": dfg_cylinder,
     "burgers": burgers,
     "allen_cahn": allen_cahn,
     "burgers_inverse": burgers_inverse,

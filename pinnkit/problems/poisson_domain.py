@@ -46,7 +46,8 @@ def poisson_domain(domain: Mapping, exact: str, boundary_value: str | float | No
       the whole solution (a lifting $g = u^*$ would hand it the answer).
     - `k`: the diffusivity (a coefficient).
 
-    A mesh file (``mesh: {file: ...}``) is read relative to the working directory.
+    A mesh file (``mesh: {file: ...}``) is read relative to the config file, then the
+    working directory (`pinnkit.geometry.config.resolve_files`).
 
     ``network.hard_constraint: true`` imposes $u = g$ exactly through the shape's distance
     function (`pinnkit.geometry.DistanceDirichlet`); not on a triangle mesh.

@@ -22,6 +22,7 @@ from jax.sharding import Mesh
 from .._loader import load_callable, provider_factories
 from ..diffops import ESTIMATORS, METHODS, AbstractDiffMethod
 from ..errors import ConfigError
+from ..geometry.config import resolve_files
 from ..geometry.domains import SpaceTime
 from ..geometry.singular import enrich
 from ..nn.layers import Network, Parity
@@ -100,7 +101,7 @@ def _factory(cfg: RunConfig):
 def build_problem(cfg: RunConfig) -> Problem:
     """Calls the problem factory with ``problem.params``, checking names first."""
     factory = _factory(cfg)
-    params = dict(cfg.problem.params)
+    params = resolve_files(cfg.problem.params, cfg.source_dir)  # mesh files: config-relative
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):

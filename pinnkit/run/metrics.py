@@ -18,12 +18,29 @@ from ..physics.host import HostFunction
 from ..physics.problem import Problem
 
 
-def predict(fn: Callable, points: np.ndarray, batch: int = 16384, dtype=jnp.float32) -> np.ndarray:
-    """``vmap(fn)`` over ``points`` in batches of ``batch`` rows; returns numpy ``(n, m)``.
-    A `HostFunction` (a numpy reference) is evaluated on the host, outside JAX."""
+@eqx.filter_jit
+def _values(fn, x):
+    return jax.vmap(fn)(x)
+
+
+@eqx.filter_jit
+def _jacobians(fn, x):
+    return jax.vmap(jax.jacfwd(fn))(x)
+
+
+def predict(fn: Callable, points: np.ndarray, batch: int = 16384, dtype=jnp.float32,
+            jacobian: bool = False) -> np.ndarray:
+    """``vmap(fn)`` over ``points`` in batches of ``batch`` rows; returns numpy ``(n, m)``
+    (``jacobian``: ``vmap(jacfwd(fn))``, ``(n, m, dim)``). ``fn`` is an argument of one
+    jitted function, so a network of the same structure is compiled once per process
+    (evaluations during training reuse it). A `HostFunction` (a numpy reference) is
+    evaluated on the host, outside JAX (values only)."""
     if isinstance(fn, HostFunction):
+        if jacobian:
+            raise TypeError("predict: a HostFunction has no Jacobian (it is evaluated in numpy)")
         return fn.host(points, np.dtype(dtype))
-    f = eqx.filter_jit(jax.vmap(fn))
+    kind = _jacobians if jacobian else _values
+    f = lambda x: kind(fn, x)  # noqa: E731
     n = points.shape[0]
     pad = (-n) % batch if n > batch else 0
     pts = np.concatenate([points, np.repeat(points[-1:], pad, axis=0)]) if pad else points
@@ -32,6 +49,24 @@ def predict(fn: Callable, points: np.ndarray, batch: int = 16384, dtype=jnp.floa
         for i in range(0, pts.shape[0], min(batch, pts.shape[0]))
     ]
     return np.concatenate(outs)[:n]
+
+
+class Predictor:
+    """The trained network as a numpy function of points, what `Problem.metrics` receives.
+
+    ``predictor(points (n, dim)) -> (n, m)`` values (`predict`), and
+    ``predictor.jacobian(points) -> (n, m, dim)``, $\\partial y_i/\\partial x_j$ by `jax.jacfwd`
+    (exact derivatives for forces and fluxes; float64 when ``dtype`` is).
+    """
+
+    def __init__(self, fn: Callable, batch: int = 16384, dtype=jnp.float32):
+        self.fn, self.batch, self.dtype = fn, batch, dtype
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        return predict(self.fn, np.asarray(points), self.batch, self.dtype)
+
+    def jacobian(self, points: np.ndarray) -> np.ndarray:
+        return predict(self.fn, np.asarray(points), self.batch, self.dtype, jacobian=True)
 
 
 def field_errors(problem: Problem, pred: np.ndarray, ref: np.ndarray) -> dict[str, dict[str, float]]:

@@ -38,7 +38,7 @@ from .build import build_problem, build_run, reusing_problems
 from .config import RunConfig, dump_config
 from .folder import ASIDE_NAME, LOCK_NAME, Replaced, RunLock, has_checkpoint
 from .live import start_live_logging
-from .metrics import predict
+from .metrics import Predictor, predict
 
 versions = ckpt.package_versions
 
@@ -171,7 +171,7 @@ def problem_metrics(problem: Problem, network, batch: int, dtype) -> dict:
     else ``{}`` (see `Problem`)."""
     if problem.metrics is None:
         return {}
-    return {"metrics": problem.metrics(lambda pts: predict(network, np.asarray(pts), batch, dtype))}
+    return {"metrics": problem.metrics(Predictor(network, batch, dtype))}
 
 
 def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool, bool]:
