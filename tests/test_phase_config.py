@@ -163,3 +163,17 @@ def test_a_new_phase_is_one_class_and_one_registry_entry(monkeypatch):
     res = fit(build_run(cfg, mesh=make_mesh(1)), progress=False)
     losses = [h["loss"] for h in res.history]
     assert res.result is RESULTS.successful and losses[-1] < losses[0] / 2, losses
+
+
+def test_model_hash_accepts_added_neutral_keys_and_nothing_else():
+    """A checkpoint written before an option existed resumes when the option holds its
+    neutral value; any real change of the model sections is still refused."""
+    from pinnkit.train import checkpoint as ckpt
+
+    old = {"problem": {"name": "poisson2d"}, "network": {"width": 16}, "numerics": {"x64": False}}
+    old_hash = ckpt.manifest(old, phase=0, n_devices=1, n_processes=1, seed=0)["model_sha256"]
+    now = {**old, "network": {"width": 16, "singular": []}, "optim": {"phases": []}}
+    assert old_hash in ckpt.model_hashes(now)
+    enriched = {**now, "network": {"width": 16, "singular": [{"at": [0, 0]}]}}
+    wider = {**now, "network": {"width": 32, "singular": []}}
+    assert old_hash not in ckpt.model_hashes(enriched) | ckpt.model_hashes(wider)

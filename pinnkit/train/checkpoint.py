@@ -58,13 +58,35 @@ def config_hash(data: dict) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
+MODEL_SECTIONS = ("problem", "network", "numerics")
+
+# Keys added to the model sections after checkpoints were first written, with the value
+# that means "as before" (new options default to the old behaviour). A checkpoint whose
+# hash is that of the config without them is the same model, so it still resumes.
+ADDED_MODEL_KEYS: dict[tuple[str, str], object] = {
+    ("network", "singular"): [],  # corner enrichment (pinnkit.geometry.singular)
+}
+
+
+def model_hashes(config: dict) -> set[str]:
+    """The ``model_sha256`` values a checkpoint of the same model may carry: that of
+    ``config``'s model sections, and that of the same sections without the
+    `ADDED_MODEL_KEYS` that hold their neutral value (checkpoints written before them)."""
+    model = {k: config[k] for k in MODEL_SECTIONS if k in config}
+    older = {k: dict(v) if isinstance(v, dict) else v for k, v in model.items()}
+    for (section, key), neutral in ADDED_MODEL_KEYS.items():
+        if isinstance(older.get(section), dict) and older[section].get(key, neutral) == neutral:
+            older[section].pop(key, None)
+    return {config_hash(model), config_hash(older)}
+
+
 def manifest(config: dict, *, phase: int, n_devices: int, n_processes: int, seed: int) -> dict:
     """Header fields describing where a checkpoint comes from.
 
     ``model_sha256`` hashes the sections that fix the parameters' structure and meaning
     (problem, network, numerics); a resume checks it. ``config_sha256`` hashes all.
     """
-    model = {k: config[k] for k in ("problem", "network", "numerics") if k in config}
+    model = {k: config[k] for k in MODEL_SECTIONS if k in config}
     return {
         "phase": phase,
         "n_devices": n_devices,

@@ -114,8 +114,7 @@ def _restore(run: Run, found, params, extra):
     """``(step, phase, params, opt_state, extra)`` from a checkpoint (host arrays: any
     mesh). A run without extra state reads checkpoints of the two-part format."""
     path, head = found
-    want = ckpt.manifest(run.record, phase=0, n_devices=0, n_processes=0, seed=0)
-    if head.get("model_sha256", want["model_sha256"]) != want["model_sha256"]:
+    if "model_sha256" in head and head["model_sha256"] not in ckpt.model_hashes(run.record):
         raise RunDirError(
             f"{path} was written for another problem, network or numerics section than the "
             "current config; resume with the run's own config.yaml or start a new run folder"
