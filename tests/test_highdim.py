@@ -18,6 +18,7 @@ import scipy.stats
 from pinnkit.diffops import Autodiff, Taylor
 from pinnkit.geometry.ball import HyperBall
 from pinnkit.problems import PROBLEMS
+from pinnkit.problems.highdim import _setup
 
 
 @pytest.mark.parametrize("d", [2, 7, 100, 1000])
@@ -67,3 +68,30 @@ def test_exact_solution_zeroes_the_residual(x64, name, d, method):
     constrained = jax.vmap(lambda x: problem.hard_constraint(x, jnp.ones(1)))(on_sphere)
     np.testing.assert_allclose(constrained, 0.0, atol=1e-14)
     np.testing.assert_allclose(jax.vmap(exact)(on_sphere), 0.0, atol=1e-13 * d)
+
+
+def _laplacian_numpy(c: np.ndarray, x: np.ndarray) -> float:
+    """Δu* term by term (module docstring of `pinnkit.problems.highdim`), float64 numpy:
+    the reference for the fused one-sum form that the problems trace."""
+    xi, xn = x[:-1], x[1:]
+    theta = xi + np.cos(xn) + xn * np.cos(xi)
+    a, b = 1.0 - xn * np.sin(xi), np.cos(xi) - np.sin(xn)
+    second = -xn * np.cos(xi) - np.cos(xn)
+    g = np.sum(c * np.sin(theta))
+    lap_g = np.sum(c * (np.cos(theta) * second - np.sin(theta) * (a * a + b * b)))
+    x_grad_g = np.sum(c * np.cos(theta) * (xi * a + xn * b))
+    return (1.0 - x @ x) * lap_g - 4.0 * x_grad_g - 2.0 * x.shape[0] * g
+
+
+def test_fused_source_equals_the_term_by_term_one_at_d10000(x64):
+    # the traced source is one sum of one elementwise expression (no (points, d)
+    # temporary per factor); it must be the same number as the three separate sums.
+    # float64, 10^4 terms of size O(d) = 1e4 with cancellation down to |Δu*| ~ d^1.5:
+    # round-off ~ 1e4 * 1e4 * 1e-16 = 1e-8 absolute, rtol 1e-12 of the O(1e6) terms' scale
+    d = 10000
+    domain, sol = _setup(d, seed=1)
+    c = np.random.default_rng(1).standard_normal(d - 1)  # the coefficients _setup draws
+    pts = domain.sample(jax.random.key(4), 4, "interior", jnp.float64)
+    got = np.asarray(jax.jit(jax.vmap(sol.laplacian))(pts))
+    want = np.array([_laplacian_numpy(c, np.asarray(x)) for x in pts])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * 2 * d * np.sqrt(d))
