@@ -7,8 +7,11 @@ Coordinates ``(t, x)``; field ``u``; coefficients ``d``, ``r``. Periodicity is l
 network (``network.periodic: {x: 2.0}``, an exact periodic embedding), or dropped: $u_0$
 has a kink at the seam $x = \pm 1$ that decays like $e^{-10t}$, and diffusion couples the
 two sides only over $\sqrt{dt} \le 0.01$, so `configs/allen_cahn.yaml` uses plain input
-normalisation and no boundary term. The initial condition is a loss term, or exact with
-``network.hard_constraint: true`` ($u = u_0(x) + \frac{t - t_0}{t_1 - t_0} N(t, x)$).
+normalisation and no boundary term. That costs accuracy only at the seam, but there it
+dominates below ~1e-4: a non-periodic network keeps the one-sided solution, and the
+smoothed kink it misses is ~2√(dt) high (docs/benchmarks.md, P6). The initial condition
+is a loss term, or exact with ``network.hard_constraint: true``
+($u = u_0(x) + \frac{t - t_0}{t_1 - t_0} N(t, x)$).
 
 The reference is `pinnkit.solvers.solve_allen_cahn` (Fourier ETDRK4, float64) on ``n_x``
 points and 201 times in $[0, 1]$, computed on first use. A point is evaluated by the
