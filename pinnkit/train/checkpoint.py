@@ -68,11 +68,15 @@ ADDED_MODEL_KEYS: dict[tuple[str, str], object] = {
 }
 
 
+def _model_sections(config: dict) -> dict:
+    return {k: config[k] for k in MODEL_SECTIONS if k in config}
+
+
 def model_hashes(config: dict) -> set[str]:
     """The ``model_sha256`` values a checkpoint of the same model may carry: that of
     ``config``'s model sections, and that of the same sections without the
     `ADDED_MODEL_KEYS` that hold their neutral value (checkpoints written before them)."""
-    model = {k: config[k] for k in MODEL_SECTIONS if k in config}
+    model = _model_sections(config)
     older = {k: dict(v) if isinstance(v, dict) else v for k, v in model.items()}
     for (section, key), neutral in ADDED_MODEL_KEYS.items():
         if isinstance(older.get(section), dict) and older[section].get(key, neutral) == neutral:
@@ -86,14 +90,13 @@ def manifest(config: dict, *, phase: int, n_devices: int, n_processes: int, seed
     ``model_sha256`` hashes the sections that fix the parameters' structure and meaning
     (problem, network, numerics); a resume checks it. ``config_sha256`` hashes all.
     """
-    model = {k: config[k] for k in MODEL_SECTIONS if k in config}
     return {
         "phase": phase,
         "n_devices": n_devices,
         "n_processes": n_processes,
         "seed": seed,
         "config_sha256": config_hash(config),
-        "model_sha256": config_hash(model),
+        "model_sha256": config_hash(_model_sections(config)),
         "versions": package_versions(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
