@@ -12,6 +12,7 @@ import pytest
 from scipy.special import j1
 
 from pinnkit.cli import main
+from pinnkit.diffops import METHODS
 from pinnkit.problems import PROBLEMS
 from pinnkit.problems.dfg import (
     CENTER,
@@ -23,6 +24,7 @@ from pinnkit.problems.dfg import (
     circle_force,
     cutoff,
     dfg_quantities,
+    near_points,
     volume_force,
 )
 from pinnkit.run.metrics import Predictor
@@ -189,6 +191,42 @@ def test_problem_pieces_and_hard_constraint(x64):
         np.testing.assert_allclose(out[:, 2], 0.4)  # the pressure is free
     pts = dom.sample(jax.random.key(2), 32, "outlet", jnp.float64)  # the outlet is free
     assert np.all(np.abs(jax.vmap(lambda x: hard(x, y))(pts)[:, 0]) > 0.0)
+
+
+def test_near_points_are_graded_towards_the_cylinder():
+    pts = near_points(4096, outer=0.1, seed=3)
+    r = np.hypot(pts[:, 0] - CENTER[0], pts[:, 1] - CENTER[1])
+    assert pts.shape == (4096, 2) and r.min() > RADIUS and r.max() < 0.1
+    assert channel_domain().inside(pts).all()
+    # r = R + h s^2 with s uniform: P(r - R < a) = sqrt(a / h). Scrambled Sobol in 2-D
+    # errs by O(log(n)^2 / n) ~ 1e-3 here; 0.01 leaves room and still fails for a
+    # uniform radius (0.01) or uniform area (0.007) at a = h / 100
+    h = 0.1 - RADIUS
+    for a in (h / 100, h / 10, h / 2):
+        assert abs(np.mean(r - RADIUS < a) - math.sqrt(a / h)) < 0.01, a
+    theta = np.arctan2(pts[:, 1] - CENTER[1], pts[:, 0] - CENTER[0])
+    assert abs(np.mean(theta > 0) - 0.5) < 0.01  # uniform in the angle
+
+
+def test_near_term_is_momentum_and_continuity_on_its_points(x64):
+    """The ``near`` term's residual on `_wavy` is the momentum (closed form) and continuity
+    (0: the field is divergence-free) residuals; float64 Taylor derivatives, so 1e-10."""
+    prob = PROBLEMS["dfg_cylinder"](near=64)
+    assert "near" not in PROBLEMS["dfg_cylinder"]().terms
+    term = prob.terms["near"]
+    assert term.where == "data" and term.rows().shape == (64, 2)
+    x = jnp.asarray(term.rows())
+    res = prob.residuals(_wavy, prob.coeffs, {k: x for k in prob.terms}, METHODS["taylor"]())
+    near = np.asarray(res["near"])
+    np.testing.assert_allclose(near[:, :2], np.asarray(res["momentum"]), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(near[:, 2], np.asarray(res["continuity"])[:, 0], atol=1e-10)
+    np.testing.assert_allclose(near[:, 2], 0.0, atol=1e-10)
+    px, py = np.asarray(x[:, 0]), np.asarray(x[:, 1])
+    mx = (np.sin(K * px) * K * np.cos(K * py) + np.exp(px) * np.cos(py)
+          + NU * K**2 * np.sin(K * py))
+    np.testing.assert_allclose(near[:, 0], mx, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="near_outer"):
+        PROBLEMS["dfg_cylinder"](near=64, near_outer=0.3)
 
 
 @pytest.fixture(scope="module")

@@ -9,4 +9,5 @@ from .terms import Equation as Equation
 from .terms import Initial as Initial
 from .terms import Neumann as Neumann
 from .terms import Observation as Observation
+from .terms import PointEquation as PointEquation
 from .terms import Robin as Robin

@@ -69,6 +69,36 @@ class Equation(AbstractTerm):
         return jnp.atleast_1d(self.fn(f, coeffs))
 
 
+class PointEquation(AbstractTerm):
+    """A PDE residual ``fn(f, coeffs)`` (as `Equation`) on its own fixed points rather than
+    on a sampled piece: a refined set where the flow is hard (a boundary layer), used in
+    full every step like an `Observation`'s rows (``where = "data"``, sharded; ``n`` must
+    be divisible by the number of devices). Its loss is the mean over these points only,
+    so it adds to, and does not dilute, the uniformly sampled `Equation` terms.
+
+    **Arguments:**
+    - `fn`: the pointwise residual, as for `Equation`.
+    - `points`: ``(n, d)`` coordinates inside the domain, in its coordinate order.
+    """
+
+    fn: Callable = eqx.field(static=True)
+    points: np.ndarray = eqx.field(converter=np.asarray)
+    where: str = eqx.field(static=True, default="data")
+    fields: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def __check_init__(self):
+        if self.points.ndim != 2 or self.points.shape[0] == 0 or not np.all(np.isfinite(self.points)):
+            raise ValueError(f"PointEquation points must be a finite, non-empty (n, d) array: "
+                             f"actual shape={self.points.shape}")
+
+    def rows(self) -> np.ndarray:
+        """The term's batch: the points, ``(n, d)`` (no data columns)."""
+        return self.points
+
+    def residual(self, f, coeffs, data):
+        return jnp.atleast_1d(self.fn(f, coeffs))
+
+
 class Dirichlet(AbstractTerm):
     """$y_i(x) = g_i(x)$ on ``where`` for each field in ``fields``.
 

@@ -44,8 +44,9 @@ import numpy as np
 
 from ..geometry import Disk, Rectangle, difference
 from ..geometry.distance import DistanceDirichlet
+from ..geometry.sampling import sobol_unit
 from ..physics.problem import Problem
-from ..physics.terms import Dirichlet, Equation
+from ..physics.terms import Dirichlet, Equation, PointEquation
 from .navier_stokes import continuity_residual, momentum_residual
 
 LENGTH, HEIGHT = 2.2, 0.41
@@ -184,7 +185,27 @@ def dfg_quantities(predict, nu: float, u_mean: float, n: int = 256) -> dict:
 # ------------------------------------------------------------------------ problem
 
 
-def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3) -> Problem:
+def near_points(n: int, outer: float = 0.1, seed: int = 0, center=CENTER,
+                radius: float = RADIUS) -> np.ndarray:
+    r"""``(n, 2)`` fixed points in the annulus $R < r < R_2$ (``outer``) about the cylinder,
+    graded towards it: $r = R + (R_2 - R)\,s^2$, $\theta = 2\pi t$ for scrambled Sobol
+    $(s, t)$ (``seed``), so the density per unit area grows like $1/\sqrt{r - R}$ at the
+    wall. The boundary layer and the hard no-slip lifting's steep gradients live there,
+    and a uniform set of a few thousand points leaves the first millimetre with a handful
+    of them (docs/navier_stokes.md)."""
+    s, t = sobol_unit(n, 2, seed).T
+    r = radius + (outer - radius) * np.maximum(s, 1e-3) ** 2  # not on the circle itself
+    th = 2 * np.pi * t
+    return np.asarray(center, np.float64)[None] + np.stack([r * np.cos(th), r * np.sin(th)], axis=1)
+
+
+def _flow_residual(f, c):  # momentum (2) and continuity (1) at one point
+    return jnp.concatenate([momentum_residual(f, c), jnp.atleast_1d(continuity_residual(f, c))])
+
+
+
+def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer: float = 0.1,
+                 near_seed: int = 0) -> Problem:
     r"""DFG benchmark 2D-1 (module docstring): fields ``u, v, p``, terms ``momentum``,
     ``continuity``, ``outlet`` (do-nothing) and the Dirichlet terms ``inlet``, ``walls``,
     ``cylinder``.
@@ -192,6 +213,10 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3) -> Problem:
     **Arguments:**
     - `U_max`: the inflow's centre-line velocity (0.3: Re = 20).
     - `nu`: kinematic viscosity (coefficient ``nu``).
+    - `near`: if > 0, a term ``near`` (momentum and continuity together) on this many
+      fixed points graded towards the cylinder (`near_points`, out to radius
+      ``near_outer``, Sobol seed ``near_seed``), on top of the sampled ``momentum`` and
+      ``continuity`` points; 0: none.
 
     ``network.hard_constraint: true`` imposes the inflow profile and no-slip exactly
     (`pinnkit.geometry.DistanceDirichlet` on ``inlet``, ``walls``, ``cylinder``; the
@@ -216,6 +241,11 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3) -> Problem:
         "walls": Dirichlet("walls", ("u", "v")),
         "cylinder": Dirichlet("cylinder", ("u", "v")),
     }
+    if near:
+        if near < 0 or not RADIUS < near_outer < min(CENTER[1], HEIGHT - CENTER[1]):
+            raise ValueError(f"dfg_cylinder: near={near} must be >= 0 and near_outer={near_outer} "
+                             f"between the radius {RADIUS} and the wall gap {CENTER[1]}")
+        terms["near"] = PointEquation(_flow_residual, near_points(int(near), near_outer, int(near_seed)))
     # The walls get the inflow's data too (zero there): the lifting then blends one smooth
     # function, (1 - w_cylinder) (U(y), 0), close to Poiseuille flow away from the cylinder;
     # with zero wall data it would decay from the inlet within ~H and its divergence

@@ -1,0 +1,67 @@
+"""Does a trained run's residual hold between its training points? The interior equation
+terms' mean-square residual on fresh points, over all of them and in rings about a centre.
+
+For DFG 2D-1 (the cylinder at (0.2, 0.2), radius 0.05):
+
+    python scripts/residual_by_radius.py runs/dfg1 --center 0.2 0.2 \\
+        --edges 0.05 0.051 0.06 0.1 0.2 10
+
+Prints, per interior term, the fresh points' mean of $\\sum_i r_i^2$ (the loss's own
+per-term measure) next to the run's final training value, then the same mean in each ring
+$e_k \\le |x - c| < e_{k+1}$ with its number of points. A fresh value far above the
+training one means the fixed training set no longer samples the residual (between its
+points, or where it has few). The run's own x64 setting is applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--center", type=float, nargs="+", required=True, help="ring centre")
+    ap.add_argument("--edges", type=float, nargs="+", required=True, help="ring radii, increasing")
+    ap.add_argument("--points", type=int, default=16384, help="fresh interior points (Sobol)")
+    ap.add_argument("--seed", type=int, default=12345, help="their Sobol seed")
+    args = ap.parse_args()
+
+    import jax
+    import jax.numpy as jnp
+
+    from pinnkit.cli.jaxsetup import apply_numerics
+    from pinnkit.geometry.sampling import host_points, sobol_unit
+    from pinnkit.run.build import build_method
+    from pinnkit.run.rundir import load_run, read_config
+
+    apply_numerics(read_config(args.run_dir), None)
+    data = load_run(args.run_dir)
+    prob, dom = data.problem, data.problem.domain
+    if len(args.center) != dom.dim:
+        raise SystemExit(f"--center: give {dom.dim} coordinates {dom.coords}")
+    dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
+    pts, _ = host_points(dom, "interior", args.points,
+                         lambda r, m: sobol_unit(m, dom.dim, args.seed + r), dtype)
+    terms = {k: t for k, t in prob.terms.items() if t.where == "interior"}
+    method, coeffs = build_method(data.config), prob.coeff_values(data.coeffs)
+    res = jax.jit(jax.vmap(lambda x: {k: prob._point_residual(t, data.network, coeffs, x, method)
+                                      for k, t in terms.items()}))(jnp.asarray(pts))
+    dist = np.linalg.norm(np.asarray(pts, np.float64) - np.asarray(args.center)[None], axis=1)
+    final = (data.summary or {}).get("final_terms", {})
+    print(f"{args.run_dir}: step {data.step}, {args.points} fresh interior points")
+    for k in sorted(res):
+        sq = np.sum(np.asarray(res[k], np.float64) ** 2, axis=1)
+        train = f"{final[k]:.3e}" if k in final else "n/a"
+        print(f"{k}: fresh {sq.mean():.3e} (training {train}); share of the fresh sum by ring:")
+        for lo, hi in zip(args.edges[:-1], args.edges[1:], strict=True):
+            m = (dist >= lo) & (dist < hi)
+            mean = f"{sq[m].mean():.3e}" if m.any() else "-"
+            print(f"  [{lo:g}, {hi:g}): mean {mean}, n = {m.sum()}, share {sq[m].sum() / sq.sum():.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
