@@ -216,7 +216,9 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
     - `near`: if > 0, a term ``near`` (momentum and continuity together) on this many
       fixed points graded towards the cylinder (`near_points`, out to radius
       ``near_outer``, Sobol seed ``near_seed``), on top of the sampled ``momentum`` and
-      ``continuity`` points; 0: none.
+      ``continuity`` points; 0: none. Measured on the DFG config with SSBroyden
+      (docs/benchmarks.md): the residual leaves the refined ring and reappears, as
+      large, just outside it, so it is not used by the shipped config.
 
     ``network.hard_constraint: true`` imposes the inflow profile and no-slip exactly
     (`pinnkit.geometry.DistanceDirichlet` on ``inlet``, ``walls``, ``cylinder``; the
