@@ -127,3 +127,18 @@ def test_seam_layer_residual_taylor_matches_autodiff(x64):
     got = run.problem.residuals(run.network, coeffs, pts, Taylor())["pde"]
     want = run.problem.residuals(run.network, coeffs, pts, ForwardOverReverse())["pde"]
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_t_end_and_n_t_store_the_same_solution(x64):
+    """``t_end`` (the first window alone) and ``n_t`` only change where the reference is
+    stored: [0, 0.1] at 21 times has the spacing (0.005) and so the ETDRK4 steps of the
+    default [0, 1] at 201 times, and the two agree at a stored time to rounding; the
+    domain ends at t_end; impossible values are refused."""
+    short, full = allen_cahn(n_x=256, t_end=0.1, n_t=21), allen_cahn(n_x=256)
+    assert short.domain.t1 == 0.1
+    x = np.linspace(-1, 1, 17)
+    z = jnp.asarray(np.stack([np.full_like(x, 0.05), x], 1))
+    np.testing.assert_allclose(jax.vmap(short.reference)(z), jax.vmap(full.reference)(z), rtol=0, atol=1e-13)
+    for bad in ({"t_end": 0.0}, {"n_t": 1}):
+        with pytest.raises(ValueError, match="t_end > 0 and n_t >= 2"):
+            allen_cahn(**bad)
