@@ -9,8 +9,8 @@ has a kink at the seam $x = \pm 1$ that decays like $e^{-10t}$, and diffusion co
 two sides only over $\sqrt{dt} \le 0.01$, so `configs/allen_cahn.yaml` uses plain input
 normalisation and no boundary term. That costs accuracy only at the seam, but there it
 dominates below ~1e-4 (unless ``seam_layer``, below): a non-periodic network keeps the
-one-sided solution, and the smoothed kink it misses is ~2√(dt) high (docs/benchmarks.md, P6). The initial condition
-is a loss term, or exact with ``network.hard_constraint: true``
+one-sided solution, and the smoothed kink it misses is ~2√(dt) high (docs/benchmarks.md,
+P6). The initial condition is a loss term, or exact with ``network.hard_constraint: true``
 ($u = u_0(x) + \frac{t - t_0}{t_1 - t_0} N(t, x)$). With ``seam_layer=True`` the exact
 initial condition's lift also carries that smoothed kink in closed form
 (`seam_layer_lift`), so that the network's part is smooth across the seam and a
