@@ -119,7 +119,7 @@ def allen_cahn_exact(d: float, r: float, n_x: int = 1024, n_t: int = 201, t_end:
 
 def allen_cahn(d: float = 1e-4, r: float = 5.0, n_x: int = 1024, seam_layer: bool = False,
                t_end: float = 1.0, n_t: int = 201) -> Problem:
-    """P6: Allen–Cahn on $[0, t_\\text{end}]\\times[-1, 1)$, $u_0 = x^2\\cos\\pi x$.
+    """P6: Allen–Cahn on $[0, 1]\\times[-1, 1)$ (or $[0, t_\\text{end}]$), $u_0 = x^2\\cos\\pi x$.
 
     **Arguments:**
     - `d`: diffusion (default 1e-4); `r`: reaction rate (default 5).
