@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=12345, help="their Sobol seed")
     args = ap.parse_args()
 
+    import equinox as eqx
     import jax
     import jax.numpy as jnp
 
@@ -45,10 +46,12 @@ def main() -> int:
     dtype = jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
     pts, _ = host_points(dom, "interior", args.points,
                          lambda r, m: sobol_unit(m, dom.dim, args.seed + r), dtype)
+    # the problem's own residuals (its one vmap), restricted to the interior terms
     terms = {k: t for k, t in prob.terms.items() if t.where == "interior"}
-    method, coeffs = build_method(data.config), prob.coeff_values(data.coeffs)
-    res = jax.jit(jax.vmap(lambda x: {k: prob._point_residual(t, data.network, coeffs, x, method)
-                                      for k, t in terms.items()}))(jnp.asarray(pts))
+    inner = eqx.tree_at(lambda q: q.terms, prob, terms)
+    method = build_method(data.config)
+    res = jax.jit(lambda x: inner.residuals(data.network, data.coeffs, dict.fromkeys(terms, x), method))(
+        jnp.asarray(pts))
     dist = np.linalg.norm(np.asarray(pts, np.float64) - np.asarray(args.center)[None], axis=1)
     final = (data.summary or {}).get("final_terms", {})
     print(f"{args.run_dir}: step {data.step}, {args.points} fresh interior points")

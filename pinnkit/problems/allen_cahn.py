@@ -47,11 +47,7 @@ def _initial(z):
     return (x * x * jnp.cos(jnp.pi * x))[None]
 
 
-# The seam layer's lift (``seam_layer=True``, `seam_layer_lift`). As a periodic function u0 has a kink at
-# x = +-1: u0 ~ -1 + 2 rho with rho = 1 - |x|, the distance to the seam. Linearised
-# about the fixed point u = -1 (rate lam = r (3 u^2 - 1) = 2r) the kink evolves as
-# 2 e^{-lam t} m(rho), with m = E|rho + sigma Z| (Z standard normal) the heat-smoothed
-# |rho|, sigma^2 = 2 d t.
+# `seam_layer_lift`: A (u0 ~ -1 + A rho at the seam), the cut-off's width, the time shift
 _KINK, _CUT, _T_EPS = 2.0, 0.2, 1e-10
 
 

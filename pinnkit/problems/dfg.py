@@ -203,7 +203,6 @@ def _flow_residual(f, c):  # momentum (2) and continuity (1) at one point
     return jnp.concatenate([momentum_residual(f, c), jnp.atleast_1d(continuity_residual(f, c))])
 
 
-
 def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer: float = 0.1,
                  near_seed: int = 0) -> Problem:
     r"""DFG benchmark 2D-1 (module docstring): fields ``u, v, p``, terms ``momentum``,
