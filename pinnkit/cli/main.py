@@ -221,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=cmd_problems)
     from . import examples, tools
 
-    tools.register(sub)  # predict, export
+    tools.register(sub)  # predict, export, slim
     examples.register(sub)  # examples [copy DIR]
     return p
 

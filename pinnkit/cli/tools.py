@@ -1,4 +1,5 @@
-"""``pinnkit predict`` and ``pinnkit export``: subcommands on a trained run directory.
+"""``pinnkit predict``, ``pinnkit export`` and ``pinnkit slim``: subcommands on a trained run
+directory.
 
 `register(subparsers)` adds both to the ``pinnkit`` parser (`pinnkit.cli.main.parser`); each
 sets ``func`` like the other subcommands, so `pinnkit.cli.main` runs them and turns a
@@ -10,6 +11,7 @@ sets ``func`` like the other subcommands, so `pinnkit.cli.main` runs them and tu
     pinnkit predict RUN --grid 64 --out u.vts          # ParaView (.vtu needs the vtk extra)
     pinnkit predict RUN --points stations.csv --out pred.csv
     pinnkit export RUN --out model.jaxexport [--derivatives] [--platforms cpu,cuda]
+    pinnkit slim RUN --out SMALL_RUN                 # the run without optimiser state
 """
 
 from __future__ import annotations
@@ -59,8 +61,20 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_slim(args) -> int:
+    from ..run.slim import slim_run
+
+    _numerics(args.run_dir)
+    res = slim_run(args.run_dir, args.out)
+    mb = lambda n: f"{n / 2**20:.1f} MiB"  # noqa: E731
+    print(f"pinnkit: {args.run_dir} copied to {args.out} with {len(res['checkpoints'])} model-only "
+          f"checkpoint(s): {mb(res['bytes_before'])} -> {mb(res['bytes_after'])}; it evaluates, "
+          "plots, predicts and exports like the original, and cannot be resumed", file=sys.stderr)
+    return 0
+
+
 def register(sub) -> None:
-    """Adds ``predict`` and ``export`` to the ``pinnkit`` subparsers ``sub``."""
+    """Adds ``predict``, ``export`` and ``slim`` to the ``pinnkit`` subparsers ``sub``."""
     p = sub.add_parser("predict", help="evaluate a trained run at points or on a grid")
     p.add_argument("run_dir")
     where = p.add_mutually_exclusive_group(required=True)
@@ -78,3 +92,7 @@ def register(sub) -> None:
     e.add_argument("--derivatives", action="store_true", help="also return the Jacobian dy/dx (b, m, d)")
     e.add_argument("--platforms", metavar="LIST", help="comma-separated, e.g. cpu,cuda (default: current)")
     e.set_defaults(func=cmd_export)
+    s = sub.add_parser("slim", help="copy a run without optimiser state (small checkpoints, not resumable)")
+    s.add_argument("run_dir")
+    s.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder")
+    s.set_defaults(func=cmd_slim)

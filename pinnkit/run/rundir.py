@@ -368,7 +368,7 @@ def load_run(run_dir: str | Path) -> RunData:
     path, head = found
     params, static = split_model(run)
     phase = run.phases[min(head["phase"], len(run.phases) - 1)]
-    _, (params, _, _) = ckpt.load(path, (params, phase.optimizer.init(params), init_extra(run)))
+    params = ckpt.load_params(path, head, params, phase.optimizer.init, init_extra(run))
     network, coeffs = eqx.combine(params, static)
     return RunData(run_dir, cfg, run.problem, network, coeffs, int(head["step"]),
                    _read_history(run_dir), summary)

@@ -3,7 +3,10 @@
 ``checkpoints/step_00001000.eqx``::
 
     {"format": 1, "step": 1000, "phase": 0, "payload_sha256": "...", ...}\\n
-    <eqx.tree_serialise_leaves bytes of (params, opt_state)>
+    <eqx.tree_serialise_leaves bytes of (params, opt_state, extra)>
+
+A model-only checkpoint (header ``"contents": "model"``, written by `pinnkit slim`) holds
+``(params, extra)`` alone: it evaluates, plots and predicts, and refuses to resume.
 
 The header is also the run's manifest: step, optimiser phase, device and process
 counts, hashes of the config, package versions, time (see `manifest`).
@@ -182,6 +185,23 @@ def load(path: Path, template) -> tuple[dict, object]:
             "optimiser phases or their options) or another pinnkit version; load it with "
             "the config.yaml and pinnkit version that wrote it, or train anew with --overwrite."
         ) from None
+
+
+MODEL_ONLY = "model"
+"""Header ``contents`` of a checkpoint that holds the model alone, ``(params, extra)``
+without the optimiser state (`pinnkit slim`): loadable for evaluation, not resumable."""
+
+
+def is_model_only(head: dict) -> bool:
+    return head.get("contents") == MODEL_ONLY
+
+
+def load_params(path: Path, head: dict, params, opt_init, extra):
+    """The trained parameters of checkpoint ``path`` (header ``head``), full or model-only:
+    ``params`` and ``extra`` are the templates, ``opt_init(params)`` the optimiser state's
+    (called only for a full checkpoint)."""
+    template = (params, extra) if is_model_only(head) else (params, opt_init(params), extra)
+    return load(path, template)[1][0]
 
 
 def latest_valid(folder: Path) -> tuple[Path, dict] | None:

@@ -119,6 +119,12 @@ def _restore(run: Run, found, params, extra):
             f"{path} was written for another problem, network or numerics section than the "
             "current config; resume with the run's own config.yaml or start a new run folder"
         )
+    if ckpt.is_model_only(head):
+        raise RunDirError(
+            f"{path} holds the trained model without its optimiser state (a copy written by "
+            "`pinnkit slim`): it can be evaluated, plotted, predicted and exported, not resumed. "
+            "Resume the original run folder, or train anew into another --out folder."
+        )
     phase = int(head["phase"])
     ph = run.phases[min(phase, len(run.phases) - 1)]
     _, (params, opt_state, extra) = ckpt.load(path, (params, ph.init(params), extra))
