@@ -147,8 +147,10 @@ def flow_figure(fields: dict, title: str = "", suffix: str = ""):
             # streamplot wants 1-D axes and [y, x]-indexed arrays.
             # (masked outside a shape: no streamlines there)
             u, v = (np.ma.masked_invalid(fields[c + suffix].T) for c in ("u", "v"))
+            lims = ax.get_xlim(), ax.get_ylim()  # streamplot may pad them: keep the image's
             ax.streamplot(fields["x"][:, 0], fields["y"][0], u, v, color="white", density=1.2,
                           linewidth=0.6, arrowsize=0.6)
+            ax.set(xlim=lims[0], ylim=lims[1])
         elif name == "p":
             _panel(fig, ax, fields, vals - np.nanmean(vals), "pressure (mean removed, clipped)",
                    "RdBu_r", True)
