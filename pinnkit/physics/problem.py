@@ -50,7 +50,8 @@ class Problem(eqx.Module):
       normalised errors on the sphere): ``metrics(predict) -> dict`` where
       ``predict(points (n, dim) numpy) -> (n, len(out_names)) numpy`` evaluates the trained
       network (``predict.jacobian(points) -> (n, len(out_names), dim)`` its exact first
-      derivatives, `pinnkit.run.metrics.Predictor`); the dict (JSON-serialisable) is stored
+      derivatives, ``predict.coeffs`` the scalar coefficients' physical values, trained ones
+      included: `pinnkit.run.metrics.Predictor`); the dict (JSON-serialisable) is stored
       as ``summary["metrics"]``.
     """
 

@@ -10,6 +10,7 @@ from .burgers import burgers
 from .cavity import lid_driven_cavity
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
 from .dfg import dfg_cylinder
+from .dfg2 import dfg_shedding
 from .expression import expression
 from .highdim import allen_cahn_ball, poisson_ball
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
@@ -30,6 +31,7 @@ PROBLEMS = {
     "beltrami_flow": beltrami_flow,
     "channel_flow": channel_flow,
     "dfg_cylinder": dfg_cylinder,
+    "dfg_shedding": dfg_shedding,
     "burgers": burgers,
     "allen_cahn": allen_cahn,
     "burgers_inverse": burgers_inverse,

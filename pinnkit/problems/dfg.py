@@ -30,7 +30,9 @@ Two force integrals:
   + \nu(\mathbf u\cdot\mathbf e)\Delta\xi + p\,\mathbf e\cdot\nabla\xi\big]\,dx,$$
   values only (the boundary terms vanish: $\mathbf u = 0$ on the cylinder, $\xi = 0$
   elsewhere; a term $\int(\nabla\cdot\mathbf u)(\mathbf u\cdot\mathbf w)$ is dropped,
-  zero for a solution). Gauss–Legendre in $r$, trapezoid in $\theta$.
+  zero for a solution). Gauss–Legendre in $r$, trapezoid in $\theta$. Unsteady flow
+  adds $-\int_\Omega \xi\,\partial_t(\mathbf u\cdot\mathbf e)\,dx$ (``dudt``; DFG 2D-2,
+  `pinnkit.problems.dfg2`).
 
 For an exact solution the two agree; for a trained network they differ by the
 residuals weighted with $\mathbf w$, so their gap is a check on the figure.
@@ -151,9 +153,13 @@ def annulus_rule(center=CENTER, radius: float = RADIUS, outer: float = 0.15, n_r
 
 
 def volume_force(predict, nu: float, center=CENTER, radius: float = RADIUS, outer: float = 0.15,
-                 n_r: int = 24, n_theta: int = 256) -> np.ndarray:
+                 n_r: int = 24, n_theta: int = 256, dudt=None) -> np.ndarray:
     r"""$(F_x, F_y)$ by the volume formulation (module docstring) with `cutoff` between
-    ``radius`` and ``outer`` (the annulus must lie in the fluid); values only."""
+    ``radius`` and ``outer`` (the annulus must lie in the fluid); values only.
+
+    ``dudt``: for unsteady flow, ``dudt(points (n, 2)) -> (n, 2)``, $\partial_t\mathbf u$ at
+    the instant ``predict`` shows; the weak form then gains $-\int_\Omega \xi\,\partial_t
+    \mathbf u\,dx$ (the test function's $(\partial_t\mathbf u, \mathbf w)$). None: steady."""
     pts, w, r = annulus_rule(center, radius, outer, n_r, n_theta)
     y = np.asarray(predict(pts), np.float64)
     xi, d1, d2 = cutoff(r, radius, outer)
@@ -163,6 +169,8 @@ def volume_force(predict, nu: float, center=CENTER, radius: float = RADIUS, oute
     vel, p = y[:, :2], y[:, 2]
     u_dot = np.sum(vel * grad_xi, axis=1)
     integrand = vel * (u_dot + nu * lap_xi)[:, None] + p[:, None] * grad_xi
+    if dudt is not None:
+        integrand = integrand - xi[:, None] * np.asarray(dudt(pts), np.float64)
     return (w[:, None] * integrand).sum(axis=0)
 
 
@@ -199,6 +207,43 @@ def near_points(n: int, outer: float = 0.1, seed: int = 0, center=CENTER,
     return np.asarray(center, np.float64)[None] + np.stack([r * np.cos(th), r * np.sin(th)], axis=1)
 
 
+def parabolic_inflow(U_max: float, y_axis: int = 1):
+    r"""``g(x) -> (2,)``: the inflow $u = 4U_m y(H - y)/H^2$, $v = 0$ (m/s), reading $y$ from
+    coordinate ``y_axis`` of a point (1 in space, 2 in space-time ``(t, x, y)``)."""
+
+    def inflow(x):
+        u = 4 * U_max * x[y_axis] * (HEIGHT - x[y_axis]) / HEIGHT**2
+        return jnp.stack([u, jnp.zeros_like(u)])
+
+    return inflow
+
+
+def outlet_residual(f, c):
+    r"""The do-nothing outflow $\nu\,\partial_n\mathbf u - p\,\mathbf n$ with $\mathbf n = (1, 0)$."""
+    return jnp.stack([c["nu"] * f.partial("u", "x") - f["p"], c["nu"] * f.partial("v", "x")])
+
+
+def boundary_terms(inflow) -> dict:
+    """The terms ``outlet`` (do-nothing), ``inlet`` (``inflow``), ``walls`` and ``cylinder``
+    (no-slip) of the DFG channel, steady or unsteady."""
+    return {
+        "outlet": Equation(outlet_residual, where="outlet"),
+        "inlet": Dirichlet("inlet", ("u", "v"), inflow),
+        "walls": Dirichlet("walls", ("u", "v")),
+        "cylinder": Dirichlet("cylinder", ("u", "v")),
+    }
+
+
+def no_slip(domain, inflow) -> DistanceDirichlet:
+    r"""The hard constraint of ``inlet``, ``walls``, ``cylinder`` on ``domain`` (the channel or
+    a `SpaceTime` over it): $\mathbf u = g + \phi\,N$ by distance functions, the outlet free."""
+    # The walls get the inflow's data too (zero there): the lifting then blends one smooth
+    # function, (1 - w_cylinder) (U(y), 0), close to Poiseuille flow away from the cylinder;
+    # with zero wall data it would decay from the inlet within ~H and its divergence
+    # (rms 0.39 against 0.02 beyond x = 0.5) stalled Adam at a continuity loss of 0.12.
+    return DistanceDirichlet(domain, ("inlet", "walls", "cylinder"), ((0, 1),) * 3, (inflow, inflow, None))
+
+
 def _flow_residual(f, c):  # momentum (2) and continuity (1) at one point
     return jnp.concatenate([momentum_residual(f, c), jnp.atleast_1d(continuity_residual(f, c))])
 
@@ -226,36 +271,21 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
     """
     U_max, nu = float(U_max), float(nu)
     domain = channel_domain()
-
-    def inflow(x):
-        u = 4 * U_max * x[1] * (HEIGHT - x[1]) / HEIGHT**2
-        return jnp.stack([u, jnp.zeros_like(u)])
-
-    def outlet(f, c):  # ν ∂u/∂n − p n with n = (1, 0)
-        return jnp.stack([c["nu"] * f.partial("u", "x") - f["p"], c["nu"] * f.partial("v", "x")])
-
+    inflow = parabolic_inflow(U_max)
     terms = {
         "momentum": Equation(momentum_residual),
         "continuity": Equation(continuity_residual),
-        "outlet": Equation(outlet, where="outlet"),
-        "inlet": Dirichlet("inlet", ("u", "v"), inflow),
-        "walls": Dirichlet("walls", ("u", "v")),
-        "cylinder": Dirichlet("cylinder", ("u", "v")),
+        **boundary_terms(inflow),
     }
     if near:
         if near < 0 or not RADIUS < near_outer < min(CENTER[1], HEIGHT - CENTER[1]):
             raise ValueError(f"dfg_cylinder: near={near} must be >= 0 and near_outer={near_outer} "
                              f"between the radius {RADIUS} and the wall gap {CENTER[1]}")
         terms["near"] = PointEquation(_flow_residual, near_points(int(near), near_outer, int(near_seed)))
-    # The walls get the inflow's data too (zero there): the lifting then blends one smooth
-    # function, (1 - w_cylinder) (U(y), 0), close to Poiseuille flow away from the cylinder;
-    # with zero wall data it would decay from the inlet within ~H and its divergence
-    # (rms 0.39 against 0.02 beyond x = 0.5) stalled Adam at a continuity loss of 0.12.
-    hard = DistanceDirichlet(domain, ("inlet", "walls", "cylinder"), ((0, 1),) * 3, (inflow, inflow, None))
     u_mean = 2 * U_max / 3
     return Problem(
         domain, ("u", "v", "p"), terms, coeffs={"nu": nu},
-        hard_constraint=hard, enforced=("inlet", "walls", "cylinder"),
+        hard_constraint=no_slip(domain, inflow), enforced=("inlet", "walls", "cylinder"),
         metrics=lambda predict: dfg_quantities(predict, nu, u_mean),
         name="dfg_cylinder",
         description=f"DFG 2D-1 flow past a cylinder, Re = {u_mean * 2 * RADIUS / nu:g}",

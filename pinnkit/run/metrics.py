@@ -57,10 +57,14 @@ class Predictor:
     ``predictor(points (n, dim)) -> (n, m)`` values (`predict`), and
     ``predictor.jacobian(points) -> (n, m, dim)``, $\\partial y_i/\\partial x_j$ by `jax.jacfwd`
     (exact derivatives for forces and fluxes; float64 when ``dtype`` is).
+    ``predictor.coeffs``: the problem's scalar coefficients, physical values as floats (the
+    trained ones where learnt, e.g. a shedding frequency; default: none).
     """
 
-    def __init__(self, fn: Callable, batch: int = 16384, dtype=jnp.float32):
+    def __init__(self, fn: Callable, batch: int = 16384, dtype=jnp.float32,
+                 coeffs: dict[str, float] | None = None):
         self.fn, self.batch, self.dtype = fn, batch, dtype
+        self.coeffs = dict(coeffs or {})
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         return predict(self.fn, np.asarray(points), self.batch, self.dtype)

@@ -166,12 +166,15 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
     }
 
 
-def problem_metrics(problem: Problem, network, batch: int, dtype) -> dict:
+def problem_metrics(problem: Problem, network, batch: int, dtype, coeffs=None) -> dict:
     """``{"metrics": problem.metrics(predict)}`` if the problem defines extra metrics,
-    else ``{}`` (see `Problem`)."""
+    else ``{}`` (see `Problem`). ``coeffs`` (default: the problem's own) reach the metrics
+    as ``predict.coeffs``, the physical values of the scalar ones."""
     if problem.metrics is None:
         return {}
-    return {"metrics": problem.metrics(Predictor(network, batch, dtype))}
+    known = coeff_values(problem.coeffs if coeffs is None else coeffs)
+    scalars = {k: float(v) for k, v in known.items() if getattr(v, "ndim", 1) == 0}
+    return {"metrics": problem.metrics(Predictor(network, batch, dtype, scalars))}
 
 
 def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool, bool]:
@@ -254,7 +257,7 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
         # Learnt scalar coefficients' trajectory: physical values at each eval step.
         learnt = {k: v for k, v in coeff_values(coeffs).items() if k in run.problem.trainable}
         scalars = {k: float(v) for k, v in learnt.items() if getattr(v, "ndim", 1) == 0}
-        errors = {**errors, **problem_metrics(run.problem, network, ev.batch, run.dtype)}
+        errors = {**errors, **problem_metrics(run.problem, network, ev.batch, run.dtype, coeffs)}
         return {**errors, "coeffs": scalars} if scalars else errors
 
     # live curves (logging.tensorboard): a reader of metrics.jsonl beside the loop
@@ -282,7 +285,7 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
                                     run.dtype, grid=want_plots)
     history = _read_history(out) if is_main_process() else []
     summary = summarize(run, res, errors, history)
-    summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype))
+    summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype, res.coeffs))
     summary["n_processes"] = jax.process_count()
     if is_main_process():  # strict JSON: non-finite errors as null, named under "nonfinite"
         _write_text(out / "summary.json", jsonsafe.dumps(summary, indent=2) + "\n")
@@ -381,7 +384,7 @@ def evaluate_dir(run_dir: str | Path) -> dict:
     dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
     errors, _ = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
                                  data.config.eval.batch, dtype, grid=False)
-    extra = problem_metrics(data.problem, data.network, data.config.eval.batch, dtype)
+    extra = problem_metrics(data.problem, data.network, data.config.eval.batch, dtype, data.coeffs)
     return {"step": data.step, **errors, **extra}
 
 
