@@ -193,6 +193,16 @@ def test_bad_params_exit_2_with_one_paragraph(setting, named, capsys):
     assert "\n\n" not in err.strip()
 
 
+@pytest.mark.parametrize("periodic", ["{}", "{t: 2.0}"])
+def test_a_network_not_periodic_in_the_phase_exits_2(periodic, capsys):
+    """The phase formulation is wrong without a network periodic in t over [0, 1]
+    (`Problem.periodic`): refused before training, with the line to add."""
+    rc = main(["train", TINY, "--dry-run", "--set", f"network.periodic={periodic}"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 2 and "Traceback" not in err, err
+    assert "needs a network periodic in {'t': 1.0}" in err and "add network.periodic: {t: 1}" in err
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     from conftest import TRAINED_SEED

@@ -53,6 +53,10 @@ class Problem(eqx.Module):
       derivatives, ``predict.coeffs`` the scalar coefficients' physical values, trained ones
       included: `pinnkit.run.metrics.Predictor`); the dict (JSON-serialisable) is stored
       as ``summary["metrics"]``.
+    - `periodic`: ``{coordinate: period}`` in which the formulation *requires* a periodic
+      network (e.g. a phase coordinate over one period); the builder refuses a config whose
+      ``network.periodic`` does not say the same. Problems where periodicity is only an
+      option (a periodic box) leave it empty and let the config choose.
     """
 
     domain: AbstractDomain
@@ -69,6 +73,7 @@ class Problem(eqx.Module):
     metrics: Callable | None = eqx.field(static=True, default=None)
     # (name, unit) pairs: a static field must be hashable; `units_map` is the dict
     units: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
+    periodic: tuple[tuple[str, float], ...] = eqx.field(static=True, default=())
 
     def __init__(
         self,
@@ -86,6 +91,7 @@ class Problem(eqx.Module):
         description="",
         metrics=None,
         units: Mapping[str, str] | None = None,
+        periodic: Mapping[str, float] | None = None,
     ):
         self.domain = domain
         self.out_names = tuple(out_names)
@@ -113,6 +119,7 @@ class Problem(eqx.Module):
         self.description = description
         self.metrics = metrics
         self.units = tuple((str(k), str(v)) for k, v in (units or {}).items())
+        self.periodic = tuple((str(k), float(v)) for k, v in (periodic or {}).items())
 
     def __check_init__(self):
         pieces = self.domain.pieces()

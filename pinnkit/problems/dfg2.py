@@ -285,7 +285,8 @@ def dfg_shedding(U_max: float = 1.5, nu: float = 1e-3, St0: float = 0.2,
     - `amplitude`: the anchor's floor $a$ (m/s) on the probe's cross-flow velocity.
     - `samples`: phases per period of the figures (`shedding_quantities`).
 
-    Needs ``network.periodic: {t: 1}``; ``summary.json`` gets ``metrics`` with the
+    Needs ``network.periodic: {t: 1}`` (`Problem.periodic`: the builder refuses a config
+    without it); ``summary.json`` gets ``metrics`` with the
     figures against `DFG2_BANDS` (which hold for the default U_max and nu).
     """
     U_max, nu, St0, amplitude = float(U_max), float(nu), float(St0), float(amplitude)
@@ -317,6 +318,7 @@ def dfg_shedding(U_max: float = 1.5, nu: float = 1e-3, St0: float = 0.2,
         hard_constraint=no_slip(domain, inflow), enforced=("inlet", "walls", "cylinder"),
         metrics=lambda predict: shedding_quantities(
             predict, nu, u_mean, predict.coeffs["frequency"], probe, amplitude, int(samples)),
+        periodic={"t": 1.0},
         name="dfg_shedding",
         description=f"DFG 2D-2 vortex shedding over one period (t: phase), Re = {u_mean * 2 * RADIUS / nu:g}",
     )

@@ -220,6 +220,13 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
             f"network.periodic: {sorted(unknown)} are not coordinates of the problem; its "
             f"coordinates are {problem.domain.coords}"
         )
+    required = dict(problem.periodic)  # the formulation needs them (Problem.periodic)
+    if any(k not in n.periodic or float(n.periodic[k]) != v for k, v in required.items()):
+        raise ConfigError(
+            f"network.periodic: problem {problem.name!r} needs a network periodic in "
+            f"{required} (its formulation solves over one period), got {dict(n.periodic) or 'none'}; "
+            f"add network.periodic: {{{', '.join(f'{k}: {v:g}' for k, v in required.items())}}}"
+        )
     net = build_core_network(
         n.kind,
         problem.domain.coords,
