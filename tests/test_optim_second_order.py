@@ -289,6 +289,27 @@ def test_woodbury_step_solves_underdetermined_least_squares(x64):
     np.testing.assert_allclose(half["t"], 0.5 * upd["t"], rtol=1e-14)
 
 
+def test_woodbury_fixed_step_follows_a_schedule_of_the_step_count(x64):
+    """``learning_rate`` as a schedule: step k takes eta_k = 0.5^(k+1) of the same
+    direction. From 0 with damping 0 the direction is pinv(A) b (as above), so the first
+    update is 0.5 pinv(A) b; from 0 again with the state of one step taken, 0.25 pinv(A) b
+    (the count, not the parameters, picks eta; powers of 2 are exact also in the float32
+    that optax's exponential_decay returns)."""
+    k = jax.random.split(jax.random.key(3), 2)
+    a, b = jax.random.normal(k[0], (10, 30)), jax.random.normal(k[1], (10,))
+    params = {"t": jnp.zeros(30)}
+    scale = jnp.sqrt(2.0 / 10)
+    kw = dict(jacobian=scale * a, residual=scale * (a @ params["t"] - b),
+              value_fn=lambda p: jnp.mean((a @ p["t"] - b) ** 2))
+    opt = woodbury_natural_gradient(damping=0.0, learning_rate=optax.exponential_decay(0.5, 1, 0.5))
+    first, state = opt.update(params, opt.init(params), params, **kw)
+    second, state = opt.update(params, state, params, **kw)
+    exact = np.linalg.pinv(np.asarray(a)) @ np.asarray(b)
+    np.testing.assert_allclose(first["t"], 0.5 * exact, rtol=1e-10)
+    np.testing.assert_allclose(second["t"], 0.5 * first["t"], rtol=1e-14)
+    assert float(state.step_size) == 0.25 and int(state.count) == 2
+
+
 @pytest.mark.parametrize("kw,match", [
     ({"solver": "cholesky"}, "solver"), ({"momentum": 1.0}, "momentum"),
     ({"damping": -1.0}, "damping"), ({"learning_rate": 0.0}, "learning_rate"),

@@ -196,9 +196,26 @@ def test_auto_momentum_and_the_default_path(x64):
     assert np.max(np.abs(second - second_mom)) > 1e-3 * np.max(np.abs(second))
 
 
+def test_a_step_size_schedule_scales_the_second_step(x64):
+    """``step_size: 0.5`` with ``schedule: exponential_decay`` (rate 0.5 per step): the
+    first step is the fixed step's (eta_0 = 0.5), the second one, from the same point,
+    the same direction at eta_1 = 0.25, so half the fixed step's second update. The step
+    sizes are powers of 2 (exact also in the float32 that optax's exponential_decay
+    returns), so the only differences are the solves' rounding in two compilations:
+    rtol 1e-10, reasoned as in the woodbury-vs-gramian test above."""
+    fixed = _ng_step("woodbury", 32, ", step_size: 0.5")
+    sched = _ng_step("woodbury", 32, ", step_size: 0.5, "
+                     "schedule: {kind: exponential_decay, decay_steps: 1, rate: 0.5}")
+    assert float(sched[4]["step_size"]) == 0.5
+    assert _rel(sched[2] - sched[1], fixed[2] - fixed[1]) < 1e-10
+    assert _rel(sched[3] - sched[2], 0.5 * (fixed[3] - fixed[2])) < 1e-8  # from points 1e-10 apart
+
+
 def test_natural_gradient_options_are_validated():
     for bad, key in [("momentum: 1.0", "momentum"), ("step_size: 0", "step_size"),
-                     ("solver: woodbury, safeguard: true", "safeguard"), ("solver: cg", "solver")]:
+                     ("solver: woodbury, safeguard: true", "safeguard"), ("solver: cg", "solver"),
+                     ("schedule: {kind: cosine}", "schedule.kind"),
+                     ("step_size: 0.2, schedule: {kind: exponential_decay, rate: 0}", "schedule.rate")]:
         with pytest.raises(ConfigError, match=f"optim.phases.0.{key}"):
             load_config(TINY, [f"optim.phases.0={{kind: natural_gradient, {bad}}}"])
 

@@ -134,14 +134,15 @@ def woodbury_natural_gradient(
     grid: int = 20,
     solver: str = "auto",
     momentum: float = 0.0,
-    learning_rate: float | None = None,
+    learning_rate: float | optax.Schedule | None = None,
     mesh: Mesh | None = None,
     axis_name: str = "data",
 ) -> optax.GradientTransformationExtraArgs:
     """The natural-gradient step $\\theta \\leftarrow \\theta + \\eta d$ from the weighted
     residual Jacobian (module docstring), $\\eta$ the best of the grid
     $\\{1, 2^{-1}, \\dots, 2^{-(\\text{grid}-1)}\\}$ (one loss evaluation each, as
-    `natural_gradient`) or the fixed ``learning_rate``.
+    `natural_gradient`) or the fixed ``learning_rate`` (a number, or an optax schedule
+    $\\eta_k$ of the step count $k = 0, 1, \\dots$).
 
     ``update(grads, state, params, *, jacobian, residual, value_fn, value=None)``:
     ``jacobian`` $\\hat J$ ``(N, P)`` and ``residual`` $\\hat r$ ``(N,)`` (`weighted_rows`;
@@ -155,6 +156,8 @@ def woodbury_natural_gradient(
     - `grid`: line-search grid size, unused with `learning_rate`.
     - `solver`: ``"auto"`` (point space when $N < P$), ``"gramian"`` or ``"woodbury"``.
     - `momentum`: SPRING's $\\mu \\in [0, 1)$ (0: none).
+    - `learning_rate`: the fixed step $\\eta$ or a schedule $k \\mapsto \\eta_k$ (None:
+      the line search).
     """
     if damping < 0 or grid < 1:
         raise ValueError(f"need damping >= 0 and grid >= 1: actual=({damping}, {grid})")
@@ -162,7 +165,7 @@ def woodbury_natural_gradient(
         raise ValueError(f"solver must be one of {SOLVERS}: actual={solver!r}")
     if not 0.0 <= momentum < 1.0:
         raise ValueError(f"need 0 <= momentum < 1: actual={momentum}")
-    if learning_rate is not None and not learning_rate > 0:
+    if learning_rate is not None and not callable(learning_rate) and not learning_rate > 0:
         raise ValueError(f"need learning_rate > 0: actual={learning_rate}")
     def solve(jac, res, previous, axis_name=None):
         return natural_gradient_direction(jac, res, damping=damping, solver=solver,
@@ -188,6 +191,8 @@ def woodbury_natural_gradient(
             etas = 2.0 ** -jnp.arange(grid, dtype=flat.dtype)
             losses = jax.lax.map(lambda eta: value_fn(unravel(flat + eta * d)), etas)
             eta = etas[jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))]
+        elif callable(learning_rate):  # a schedule of the steps taken before this one
+            eta = jnp.asarray(learning_rate(state.count), flat.dtype)
         else:
             eta = jnp.asarray(learning_rate, flat.dtype)
         velocity = -d if momentum else state.velocity

@@ -12,8 +12,9 @@ cheaper one when the $N$ residual rows are fewer than the $P$ parameters; ``auto
 picks ``woodbury`` when $N < P$ and ``gramian`` otherwise (decided when the step is
 compiled, from the shapes); ``momentum`` $\\mu > 0$ adds SPRING's momentum (Goldshlager
 et al. 2024, Guzmán-Cordero et al. 2025); ``step_size`` replaces the line search by a
-fixed step. Both solves give the same direction (the push-through identity) with the
-same damping $\\lambda$.
+fixed step, which ``schedule`` may decay over the phase (the first-order phases'
+schedules, on $\\eta$ instead of the learning rate). Both solves give the same
+direction (the push-through identity) with the same damping $\\lambda$.
 
 The Gramian is formed from the whole batch with the fixed term weights and the
 sampler's own points (``gauss_newton`` below), so the builder rejects gradient
@@ -21,7 +22,7 @@ accumulation, adaptive or causal weights and adaptive point sets with this phase
 """
 
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import equinox as eqx
@@ -30,6 +31,7 @@ from jax.flatten_util import ravel_pytree
 
 from ...optim import natural_gradient, woodbury_natural_gradient
 from ._base import AbstractOptimizerPhase, positive_or_null, with_grad_norm
+from .optax import ScheduleConfig, schedule
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,10 @@ class NaturalGradientConfig:
     that raises the loss and raise the damping; stop the phase early at a relative loss
     change ``tol`` or a gradient norm ``grad_tol`` (null: never). ``solver``: ``gramian``
     (default), ``woodbury`` or ``auto``; ``momentum``: SPRING's $\\mu \\in [0, 1)$ (0: off);
-    ``step_size``: a fixed step instead of the line search (null: the line search); the
-    module docstring says which solve each choice runs."""
+    ``step_size``: a fixed step instead of the line search (null: the line search),
+    ``schedule`` its schedule over the phase's steps (`ScheduleConfig`: ``step_size`` in
+    the place of the learning rate; needs ``step_size``); the module docstring says
+    which solve each choice runs."""
 
     kind: Literal["natural_gradient"] = "natural_gradient"
     steps: int | None = None
@@ -50,6 +54,7 @@ class NaturalGradientConfig:
     solver: Literal["gramian", "woodbury", "auto"] = "gramian"
     momentum: float = 0.0
     step_size: float | None = None
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     tol: float | None = None
     grad_tol: float | None = None
 
@@ -66,9 +71,12 @@ class NaturalGradientConfig:
             ("momentum", 0 <= self.momentum < 1, "expected a number in [0, 1)", self.momentum),
             ("safeguard", not (self.safeguard and self.uses_rows),
              "the safeguard is only for solver: gramian without momentum or step_size", self.safeguard),
+            ("schedule.kind", self.schedule.kind == "constant" or self.step_size is not None,
+             "a schedule decays the fixed step: set step_size too (the line search has no "
+             "schedule)", self.schedule.kind),
         ]
         bad = [(k, msg, v) for k, ok, msg, v in checks if not ok]
-        return bad + positive_or_null(self, ("step_size", "tol", "grad_tol"))
+        return bad + self.schedule.problems() + positive_or_null(self, ("step_size", "tol", "grad_tol"))
 
     def state_words(self, n_params: int, rows: int) -> float:
         """Words a step holds (the memory plan): the ``rows`` x P residual Jacobian plus
@@ -92,10 +100,11 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
 
     @classmethod
     def from_config(cls, cfg, start, steps, coeff_lrs):
-        del coeff_lrs  # no learning rate: the line search sets the step
+        del coeff_lrs  # no learning rate: the line search or step_size sets the step
         if cfg.uses_rows:
+            eta = None if cfg.step_size is None else schedule(cfg, cfg.step_size, steps)
             opt = woodbury_natural_gradient(damping=cfg.damping, grid=cfg.step_grid, solver=cfg.solver,
-                                            momentum=cfg.momentum, learning_rate=cfg.step_size)
+                                            momentum=cfg.momentum, learning_rate=eta)
         else:
             opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard)
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol, cfg.uses_rows)

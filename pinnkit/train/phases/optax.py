@@ -22,13 +22,25 @@ from ._base import AbstractOptimizerPhase, positive_or_null, with_grad_norm
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    """``optim.phases.N.schedule``: learning-rate schedule over the phase's steps."""
+    """``optim.phases.N.schedule``: the schedule of the learning rate (first-order
+    phases) or of the fixed ``step_size`` (``natural_gradient``) over the phase's steps."""
 
     kind: Literal["constant", "exponential_decay", "cosine", "warmup_cosine"] = "constant"
     decay_steps: int = 1000
     rate: float = 0.9
     warmup_steps: int = 0
     final_fraction: float = 0.0
+
+    def problems(self) -> list[tuple[str, str, object]]:
+        """``(schedule.KEY, what is expected, value)`` for each value out of range."""
+        checks = [
+            ("decay_steps", self.decay_steps >= 1, "expected >= 1", self.decay_steps),
+            ("rate", 0 < self.rate <= 1, "expected 0 < rate <= 1", self.rate),
+            ("warmup_steps", self.warmup_steps >= 0, "expected >= 0", self.warmup_steps),
+            ("final_fraction", 0 <= self.final_fraction <= 1, "expected a fraction in [0, 1]",
+             self.final_fraction),
+        ]
+        return [(f"schedule.{k}", msg, v) for k, ok, msg, v in checks if not ok]
 
 
 @dataclass(frozen=True)
@@ -45,16 +57,8 @@ class GradientConfig:
 
     def problems(self) -> list[tuple[str, str, object]]:
         """``(key, what is expected, value)`` for each value out of range (empty: valid)."""
-        s = self.schedule
-        checks = [
-            ("lr", self.lr > 0, "expected a number > 0", self.lr),
-            ("schedule.decay_steps", s.decay_steps >= 1, "expected >= 1", s.decay_steps),
-            ("schedule.rate", 0 < s.rate <= 1, "expected 0 < rate <= 1", s.rate),
-            ("schedule.warmup_steps", s.warmup_steps >= 0, "expected >= 0", s.warmup_steps),
-            ("schedule.final_fraction", 0 <= s.final_fraction <= 1,
-             "expected a fraction in [0, 1]", s.final_fraction),
-        ]
-        return [(k, msg, v) for k, ok, msg, v in checks if not ok] + positive_or_null(self, ("clip_norm",))
+        bad = [] if self.lr > 0 else [("lr", "expected a number > 0", self.lr)]
+        return bad + self.schedule.problems() + positive_or_null(self, ("clip_norm",))
 
     def state_words(self, n_params: int, rows: int) -> float:
         """Words of optimiser state for ``n_params`` parameters (the memory plan): two
@@ -95,9 +99,10 @@ class SoapConfig(GradientConfig):
         return bad
 
 
-def schedule(cfg: GradientConfig, lr: float, steps: int):
-    """The learning rate of ``cfg.schedule`` from ``lr`` over ``steps`` steps (a constant
-    or an optax schedule)."""
+def schedule(cfg, lr: float, steps: int):
+    """The learning rate of ``cfg.schedule`` (a `ScheduleConfig`; ``cfg`` is any phase
+    config that has one) from ``lr`` over ``steps`` steps (a constant or an optax
+    schedule)."""
     s = cfg.schedule
     if s.kind == "constant":
         return lr
