@@ -21,7 +21,7 @@ TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny"
 def _leaves_equal(a, b) -> None:
     la, lb = jax.tree.leaves(eqx.filter(a, eqx.is_array)), jax.tree.leaves(eqx.filter(b, eqx.is_array))
     assert len(la) == len(lb) > 0
-    for x, y in zip(la, lb):
+    for x, y in zip(la, lb, strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 

@@ -370,8 +370,7 @@ def load_run(run_dir: str | Path) -> RunData:
         raise RunDirError(f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
     path, head = found
     params, static = split_model(run)
-    phase = run.phases[min(head["phase"], len(run.phases) - 1)]
-    params = ckpt.load_params(path, head, params, phase.optimizer.init, init_extra(run))
+    params, _ = ckpt.load_model(path, head, params, run.phases, init_extra(run))
     network, coeffs = eqx.combine(params, static)
     return RunData(run_dir, cfg, run.problem, network, coeffs, int(head["step"]),
                    _read_history(run_dir), summary)

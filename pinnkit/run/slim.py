@@ -27,20 +27,14 @@ from .rundir import read_config
 __all__ = ["slim_run"]
 
 
-def _model_only(src: Path, dst_folder: Path, params, phases, extra) -> Path:
-    """Writes the newest valid checkpoint of folder ``src`` model-only into ``dst_folder``."""
-    found = ckpt.latest_valid(src)
+def _newest(folder: Path, params, phases, extra):
+    """``(step, header, (params, extra))`` of the newest valid checkpoint in ``folder``,
+    or None."""
+    found = ckpt.latest_valid(folder)
     if found is None:
-        raise RunDirError(f"{src}: no valid checkpoint to copy; was training started?")
+        return None
     path, head = found
-    phase = phases[min(int(head["phase"]), len(phases) - 1)]
-    if ckpt.is_model_only(head):
-        tree = ckpt.load(path, (params, extra))[1]
-    else:
-        tree = ckpt.load(path, (params, phase.init(params), extra))[1]
-        tree = (tree[0], tree[2])
-    header = {k: v for k, v in head.items() if k not in ("format", "step", "payload_sha256")}
-    return ckpt.save(dst_folder, int(head["step"]), tree, {**header, "contents": ckpt.MODEL_ONLY})
+    return int(head["step"]), head, ckpt.load_model(path, head, params, phases, extra)
 
 
 def slim_run(run_dir: str | Path, out: str | Path) -> dict:
@@ -55,29 +49,31 @@ def slim_run(run_dir: str | Path, out: str | Path) -> dict:
         raise RunDirError(f"--out {out} is inside the run folder {src}; choose a folder outside it")
     run = build_run(config, with_mesh=False)
     extra = init_extra(run)
+    pieces = []  # (checkpoint folder, its newest checkpoint read once)
     if run.n_windows > 1:  # each window's network has its own layout (its hard restart)
-        pieces, prev = [], None
+        prev = None
         for w in range(run.n_windows):
             folder = window_dir(src, w) / "checkpoints"
-            if not folder.is_dir():
-                break
             params, static = split_model(window_run(run, w, prev))
-            pieces.append((folder, params))
-            found = ckpt.latest_valid(folder)
-            if found is None:
+            newest = _newest(folder, params, run.phases, extra) if folder.is_dir() else None
+            if newest is None:
                 break
-            phase = run.phases[min(int(found[1]["phase"]), len(run.phases) - 1)]
-            p = ckpt.load_params(found[0], found[1], params, phase.init, extra)
-            prev = eqx.combine(p, static)[0]
+            pieces.append((folder, newest))
+            prev = eqx.combine(newest[2][0], static)[0]
     else:
-        pieces = [(src / "checkpoints", split_model(run)[0])]
+        folder = src / "checkpoints"
+        newest = _newest(folder, split_model(run)[0], run.phases, extra)
+        if newest is None:
+            raise RunDirError(f"{folder}: no valid checkpoint to copy; was training started?")
+        pieces.append((folder, newest))
 
     before = sum(p.stat().st_size for folder, _ in pieces for p in ckpt.list_checkpoints(folder))
     skip = {folder.resolve() for folder, _ in pieces}
     shutil.copytree(src, out, dirs_exist_ok=True,
                     ignore=lambda d, names: [n for n in names if (Path(d) / n).resolve() in skip])
-    written = [_model_only(folder, out / folder.relative_to(src), params, run.phases, extra)
-               for folder, params in pieces]
+    drop = ("format", "step", "payload_sha256")  # save writes its own
+    written = [ckpt.save(out / folder.relative_to(src), step, tree,
+                         {**{k: v for k, v in head.items() if k not in drop}, "contents": ckpt.MODEL_ONLY})
+               for folder, (step, head, tree) in pieces]
     return {"checkpoints": written, "bytes_before": before,
             "bytes_after": sum(p.stat().st_size for p in written)}
-

@@ -196,12 +196,16 @@ def is_model_only(head: dict) -> bool:
     return head.get("contents") == MODEL_ONLY
 
 
-def load_params(path: Path, head: dict, params, opt_init, extra):
-    """The trained parameters of checkpoint ``path`` (header ``head``), full or model-only:
-    ``params`` and ``extra`` are the templates, ``opt_init(params)`` the optimiser state's
-    (called only for a full checkpoint)."""
-    template = (params, extra) if is_model_only(head) else (params, opt_init(params), extra)
-    return load(path, template)[1][0]
+def load_model(path: Path, head: dict, params, phases, extra):
+    """``(params, extra)`` of checkpoint ``path`` (header ``head``), full or model-only:
+    ``params`` and ``extra`` are the templates; a full checkpoint's optimiser state is
+    read with the template of the phase its header names (``phases[head["phase"]]``, the
+    last one past the end) and dropped."""
+    if is_model_only(head):
+        return load(path, (params, extra))[1]
+    phase = phases[min(int(head["phase"]), len(phases) - 1)]
+    tree = load(path, (params, phase.init(params), extra))[1]
+    return tree[0], tree[2]
 
 
 def latest_valid(folder: Path) -> tuple[Path, dict] | None:

@@ -266,8 +266,7 @@ def load_windows(run: Run, run_dir: Path) -> tuple[Windowed, dict, int]:
             break
         path, head = found
         params, static = split_model(window_run(run, w, prev))  # w's layout (hard start)
-        phase = run.phases[min(head["phase"], len(run.phases) - 1)]
-        p = ckpt.load_params(path, head, params, phase.init, init_extra(run))
+        p, _ = ckpt.load_model(path, head, params, run.phases, init_extra(run))
         net, coeffs = eqx.combine(p, static)
         nets.append(net)
         prev = net
