@@ -33,6 +33,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _restore_xla_flags():
+    """Tests that call the CLI in this process let it add its XLA:CPU option to
+    ``XLA_FLAGS`` (`pinnkit.cli.jaxsetup.xla_cpu_flags`); this process's backend is up
+    already, so only later subprocesses would see it: each test starts and ends with the
+    session's own value."""
+    old = os.environ.get("XLA_FLAGS")
+    yield
+    if old is None:
+        os.environ.pop("XLA_FLAGS", None)
+    else:
+        os.environ["XLA_FLAGS"] = old
+
+
 @pytest.fixture
 def x64():
     """Runs the test with float64 enabled, restoring the previous setting after."""

@@ -138,6 +138,13 @@ def test_jax_config_written_only_by_the_cli():
     assert writers == {"pinnkit/cli/jaxsetup.py"}, writers
 
 
+def test_xla_flags_touched_only_by_the_cli():
+    """XLA reads XLA_FLAGS once per process: a library module that set it would change
+    every later computation's compilation; only the command's setup may."""
+    users = {str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py") if "XLA_FLAGS" in p.read_text()}
+    assert users == {"pinnkit/cli/jaxsetup.py"}, users
+
+
 def test_one_shard_map_in_training():
     sites = {(str(p.relative_to(ROOT.parent)), n) for p in (ROOT / "train").rglob("*.py")
              for n in _calls(p, "jax.shard_map")}

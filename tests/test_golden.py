@@ -1,5 +1,7 @@
 """Refactors change no number: short runs' per-step losses against the golden record
-(`scripts/golden.py`, recorded on main before the package-layout move).
+(`scripts/golden.py`; recorded on main before the package-layout move, and again when the
+``pinnkit`` command turned XLA:CPU's YNNPACK fusions off, which changes float32 rounding:
+`pinnkit.cli.jaxsetup.xla_cpu_flags`).
 
 On the machine that recorded the file the comparison is bitwise; on another CPU only the
 first losses are compared (rtol 1e-4: float32 rounding of another instruction set), since

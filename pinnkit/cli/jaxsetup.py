@@ -1,11 +1,53 @@
 """The one place pinnkit writes `jax.config`: the command line, before any computation.
 
 The library itself never touches global JAX state (importing pinnkit, building a run or
-training changes nothing); the ``pinnkit`` command calls these before it builds anything,
-and scripts that want the command's behaviour call them too.
+training changes nothing); the ``pinnkit`` command calls these before it builds anything
+(`xla_cpu_flags` before anything at all), and scripts that want the command's behaviour
+call them too.
 """
 
 from __future__ import annotations
+
+import os
+
+# XLA:CPU of jaxlib 0.10 hands dots and reductions to YNNPACK ("ynn fusions"). Its
+# reductions over a middle axis, which the Taylor rows' reverse pass is full of (a sum
+# over the d direction rows of a (points, d, width) product), run at a sixth of XLA's own
+# loops: the d = 100 natural gradient's residual Jacobian took 0.52 s a step with them and
+# 0.28 s without. Leaving YNNPACK only the dots made the point-space solve's J J^T 2.6x
+# slower, so it is off altogether: XLA's own dots are as fast there, and Adam steps are
+# within a few per cent (docs/benchmarks.md, `scripts/bench_jacobian.py`). Only for the
+# jaxlib range this was measured on: XLA aborts on a flag it does not know, and the
+# option is experimental.
+_YNN_OPTION = "--xla_cpu_experimental_ynn_fusion_type"
+_YNN_VALUE = ""  # no fusion type: YNNPACK off
+_MEASURED_JAXLIB = (0, 10)
+
+
+def xla_cpu_flags(environ: dict | None = None) -> str | None:
+    """Adds pinnkit's XLA:CPU compiler option to ``XLA_FLAGS`` of ``environ`` (default
+    ``os.environ``): ``--xla_cpu_experimental_ynn_fusion_type=`` (no YNNPACK fusions: XLA
+    compiles dots and reductions itself; the comment above says why). Returns the
+    flag added, or None when nothing was added: ``XLA_FLAGS`` names the option already
+    (the user's choice wins; ``...=LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,
+    LIBRARY_FUSION_TYPE_REDUCE`` is XLA's default) or jaxlib is not 0.10.x. XLA reads ``XLA_FLAGS`` once, when JAX's
+    first backend starts, so call this before any computation (the ``pinnkit`` command
+    does it first thing); later it changes nothing in this process."""
+    from importlib import metadata
+
+    env = os.environ if environ is None else environ
+    flags = env.get("XLA_FLAGS", "")
+    if _YNN_OPTION in flags:
+        return None
+    try:
+        version = tuple(int(v) for v in metadata.version("jaxlib").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+    if version != _MEASURED_JAXLIB:
+        return None
+    flag = f"{_YNN_OPTION}={_YNN_VALUE}"
+    env["XLA_FLAGS"] = f"{flags} {flag}".strip()
+    return flag
 
 
 def apply_numerics(cfg, devices: int | None) -> None:

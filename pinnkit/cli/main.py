@@ -28,7 +28,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import PinnkitError
-from .jaxsetup import apply_numerics, multiprocess_options
+from .jaxsetup import apply_numerics, multiprocess_options, xla_cpu_flags
 from .listing import cmd_problems
 
 
@@ -244,6 +244,7 @@ def _one_line_warnings(message, category, filename, lineno, file=None, line=None
 
 
 def main(argv: list[str] | None = None) -> int:
+    xla_cpu_flags()  # first: XLA reads its options once, when the backend starts
     args = parser().parse_args(argv)
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warnings
