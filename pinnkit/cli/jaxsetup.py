@@ -29,10 +29,10 @@ def xla_cpu_flags(environ: dict | None = None) -> str | None:
     ``os.environ``): ``--xla_cpu_experimental_ynn_fusion_type=`` (no YNNPACK fusions: XLA
     compiles dots and reductions itself; the comment above says why). Returns the
     flag added, or None when nothing was added: ``XLA_FLAGS`` names the option already
-    (the user's choice wins; ``...=LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,
-    LIBRARY_FUSION_TYPE_REDUCE`` is XLA's default) or jaxlib is not 0.10.x. XLA reads ``XLA_FLAGS`` once, when JAX's
-    first backend starts, so call this before any computation (the ``pinnkit`` command
-    does it first thing); later it changes nothing in this process."""
+    (the user's choice wins, whatever its value) or jaxlib is not 0.10.x. XLA reads
+    ``XLA_FLAGS`` once, when JAX's first backend starts, so call this before any
+    computation (the ``pinnkit`` command does it first thing); later it changes nothing in
+    this process."""
     from importlib import metadata
 
     env = os.environ if environ is None else environ
