@@ -4,6 +4,7 @@ in XLA's own loops (docs/benchmarks.md, "The residual Jacobian and XLA:CPU's YNN
 reductions")."""
 
 import json
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -55,7 +56,9 @@ print(json.dumps(kinds))
 
 
 def _ynn_reduces(mode: str) -> list[bool]:
-    env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
+    # the session's other XLA flags (an ISA cap) stay; only a YNNPACK choice of its own goes
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(OPTION)]
+    env = {**os.environ, "XLA_FLAGS": " ".join(kept)}
     out = subprocess.run([sys.executable, "-c", _PROBE, mode], env=env, check=True,
                          capture_output=True, text=True, timeout=300).stdout
     return json.loads(out.strip().splitlines()[-1])
