@@ -4,6 +4,10 @@ problems (`pinnkit.problems.highdim`).
 - uniform in the ball in any d: the radius law P(r <= rho) = rho^d (Kolmogorov–Smirnov
   on r^d, 20000 points, p > 1e-4: a false alarm once in 10^4 runs), the direction's
   second moments E[x_i^2] = E[r^2]/d, and the boundary on the sphere;
+- weighted interior points (``sample_power`` p): r^2 ~ Beta(d/2, p + 1) (the same KS test
+  on scipy's I_{r^2}(d/2, p + 1)), isotropic; the Beta quantile against scipy's
+  (float64: 1e-12 in t; float32: I_t within 4 (a + b) eps of q, t**a turning t's rounding
+  eps into a eps), also inside `jax.shard_map` (where training draws points);
 - the problems' exact solution zeroes the PDE residual (float64; the closed-form source
   against nested reverse mode at d = 5, and the Taylor engine at d = 40), a perturbed one
   does not, and the hard constraint makes u = 0 on the sphere.
@@ -13,10 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.special
 import scipy.stats
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from pinnkit.diffops import Autodiff, Taylor
-from pinnkit.geometry.ball import HyperBall
+from pinnkit.geometry.ball import HyperBall, beta_quantile
 from pinnkit.problems import PROBLEMS
 from pinnkit.problems.highdim import _setup
 
@@ -39,6 +46,43 @@ def test_ball_is_uniform(d):
     assert bool(ball.contains(jnp.asarray(y))) and not bool(ball.contains(jnp.asarray(y + 0.01 * s[0])))
 
 
+@pytest.mark.parametrize(("d", "p"), [(2, 1), (7, 2), (100, 2), (1000, 3)])
+def test_weighted_ball_radius_law(d, p):
+    ball = HyperBall(d, radius=2.0, center=np.linspace(-1, 1, d), sample_power=p)
+    n = 20000
+    x = np.asarray(ball.sample(jax.random.key(d + p), n), np.float64) - np.asarray(ball.center)
+    t = np.sum(x**2, axis=1) / 4.0  # r^2 of the unit ball
+    assert t.max() <= 1.0 + 1e-6
+    assert scipy.stats.kstest(scipy.special.betainc(d / 2, p + 1, np.minimum(t, 1.0)), "uniform").pvalue > 1e-4
+    # the weight moves points inwards: E[1 - r^2] = (p + 1)/(d/2 + p + 1), not 1/(d/2 + 1)
+    mean, se = np.mean(1 - t), np.std(1 - t) / np.sqrt(n)
+    assert abs(mean - (p + 1) / (d / 2 + p + 1)) < 5 * se
+    second = x**2 / np.mean(np.sum(x**2, axis=1)) * d
+    assert np.all(np.abs(second.mean(0) - 1.0) < 5 * second.std(0) / np.sqrt(n))
+
+
+@pytest.mark.parametrize(("a", "b"), [(1.0, 1), (1.5, 2), (50.0, 3), (500.0, 3), (3.5, 6)])
+def test_beta_quantile_matches_scipy(x64, a, b):
+    q = np.linspace(0.0, 1.0 - 1e-6, 1001)
+    ref = scipy.special.betaincinv(a, b, q)
+    np.testing.assert_allclose(np.asarray(beta_quantile(a, b, jnp.asarray(q))), ref, rtol=0, atol=1e-12)
+    # float32: the backward error (the forward one is that / the density, unbounded at q -> 1)
+    q32 = q.astype(np.float32)
+    got32 = np.asarray(beta_quantile(a, b, jnp.asarray(q32)))
+    assert got32.dtype == np.float32
+    back = scipy.special.betainc(a, b, got32.astype(np.float64)) - q32
+    # t**a has the relative error a * eps of t's rounding: the bound grows with a
+    assert np.abs(back).max() < 4 * (a + b) * np.finfo(np.float32).eps
+
+
+def test_weighted_ball_samples_inside_shard_map():
+    ball = HyperBall(100, sample_power=2)
+    mesh = Mesh(np.array(jax.devices()[:1]), ("data",))
+    draw = jax.shard_map(lambda k: ball.sample(k, 64), mesh=mesh, in_specs=P(), out_specs=P("data"))
+    x = np.asarray(jax.jit(draw)(jax.random.key(0)))  # the same points, to float32 rounding
+    np.testing.assert_allclose(x, np.asarray(ball.sample(jax.random.key(0), 64)), rtol=0, atol=1e-6)
+
+
 def test_ball_grid_and_errors():
     pts, shape = HyperBall(50).grid(11)
     assert pts.shape == (121, 50) and shape == (121,) and np.all(np.linalg.norm(pts, axis=1) <= 1.0)
@@ -46,6 +90,11 @@ def test_ball_grid_and_errors():
         HyperBall(0)
     with pytest.raises(ValueError, match="radius"):
         HyperBall(3, radius=-1.0)
+    for bad in (-1, 1.5, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="sample_power must be an integer >= 0"):
+            HyperBall(3, sample_power=bad)
+    with pytest.raises(ValueError, match="integer b >= 1"):
+        beta_quantile(2.0, 0, jnp.zeros(3))
 
 
 def _residual(problem, fn, method, n=16):

@@ -82,11 +82,11 @@ class _Solution:
         return c @ terms
 
 
-def _setup(dim: int, seed: int):
+def _setup(dim: int, seed: int, sample_power: float = 0.0):
     if int(dim) != dim or dim < 2:
         raise ValueError(f"dim must be an integer >= 2 (the solution couples x_i and x_i+1): actual={dim!r}")
     c = np.random.default_rng(seed).standard_normal(int(dim) - 1)
-    return HyperBall(int(dim)), _Solution(c)
+    return HyperBall(int(dim), sample_power=sample_power), _Solution(c)
 
 
 def _problem(domain, sol, pde, name, description) -> Problem:
@@ -105,10 +105,13 @@ def _problem(domain, sol, pde, name, description) -> Problem:
     )
 
 
-def poisson_ball(dim: int = 100, seed: int = 0) -> Problem:
+def poisson_ball(dim: int = 100, seed: int = 0, sample_power: float = 0.0) -> Problem:
     """$\\Delta u = \\Delta u^*$ in the unit ball of dimension ``dim``, $u = 0$ on the sphere
-    (module docstring); exact solution $u^*$ with coefficients from ``seed``."""
-    domain, sol = _setup(dim, seed)
+    (module docstring); exact solution $u^*$ with coefficients from ``seed``. Interior
+    points are drawn with density $\\propto (1 - \\|x\\|^2)^p$, $p$ = ``sample_power``
+    (`pinnkit.geometry.ball`; 0: uniform, 2: where the hard constraint lets the error of
+    $u$ show)."""
+    domain, sol = _setup(dim, seed, sample_power)
 
     def pde(f, c):
         return f.laplacian("u") - sol.laplacian(f.point)
@@ -117,10 +120,10 @@ def poisson_ball(dim: int = 100, seed: int = 0) -> Problem:
                     f"Δu = Δu* in the unit ball of R^{dim}, u* = (1-|x|²) Σ c_i sin(θ_i)")
 
 
-def allen_cahn_ball(dim: int = 100, seed: int = 0) -> Problem:
+def allen_cahn_ball(dim: int = 100, seed: int = 0, sample_power: float = 0.0) -> Problem:
     """$\\Delta u + u - u^3 = \\Delta u^* + u^* - (u^*)^3$ in the unit ball of dimension
-    ``dim``, $u = 0$ on the sphere (module docstring)."""
-    domain, sol = _setup(dim, seed)
+    ``dim``, $u = 0$ on the sphere (module docstring); ``sample_power`` as `poisson_ball`."""
+    domain, sol = _setup(dim, seed, sample_power)
 
     def pde(f, c):
         u, ue = f["u"], sol.value(f.point)
