@@ -24,7 +24,12 @@ uniform in the unit ball:
    0.8 % at 64). No training is involved: this is a lower bound for every network of
    first-layer width ``k`` with that $P$.
 
+With ``--run DIR`` (a trained `poisson_ball` run) it instead splits that run's error
+$e = u - u^*$: least squares of $e$ on the same feature sets, and the part of $e$ each
+leaves (rel. to $\\lVert u^* \\rVert$, fresh points): what the network has not learnt yet.
+
     taskset -c 1 .venv/bin/python scripts/highdim_floor.py [--dim 100] [--widths 32,64,80,96]
+    taskset -c 1 .venv/bin/python scripts/highdim_floor.py --run runs/d100
 """
 
 from __future__ import annotations
@@ -71,7 +76,9 @@ def check_against_pinnkit(target: Target, x: np.ndarray, seed: int) -> None:
     np.testing.assert_allclose(mine, ref, rtol=1e-5, atol=1e-6)
 
 
-def feature_floors(target: Target, rng, n: int) -> None:
+def feature_floors(target: Target, rng, n: int, network=None) -> None:
+    """Least squares on the feature sets of $u^*$, or with ``network`` (points -> u) of
+    its error $u - u^*$; the error left, rel. to $u^*$, on fresh points."""
     d = target.c.shape[0] + 1
     lam, vec = np.linalg.eigh(target.hess)
     order = np.argsort(-np.abs(lam))
@@ -102,12 +109,18 @@ def feature_floors(target: Target, rng, n: int) -> None:
     def u(x):
         return (1.0 - np.sum(x * x, axis=1)) * target(x)
 
-    print("| features | count | rel. L2 of u (fresh points) |\n|---|---|---|")
+    def y(x):  # what is fitted
+        return u(x) if network is None else network(x) - u(x)
+
+    what = "rel. L2 of u" if network is None else "the network's error left when they are removed, rel. to u*"
+    print(f"| features | count | {what} (fresh points) |\n|---|---|---|")
+    if network is not None:
+        print(f"| none | 0 | {np.linalg.norm(y(test)) / np.linalg.norm(u(test)):.2e} |")
     for name, f in sets.items():
         a = (1.0 - np.sum(train**2, axis=1))[:, None] * f(train)
-        w = np.linalg.lstsq(a, u(train), rcond=None)[0]
+        w = np.linalg.lstsq(a, y(train), rcond=None)[0]
         b = (1.0 - np.sum(test**2, axis=1))[:, None] * f(test)
-        err = np.linalg.norm(b @ w - u(test)) / np.linalg.norm(u(test))
+        err = np.linalg.norm(b @ w - y(test)) / np.linalg.norm(u(test))
         print(f"| {name} | {a.shape[1]} | {err:.2e} |", flush=True)
 
 
@@ -131,6 +144,21 @@ def projection_floor(target: Target, rng, k: int, outer: int, inner: int) -> flo
     return float(np.sqrt(num / den))
 
 
+def split_run_error(run_dir: str, n: int) -> int:
+    from pinnkit.run.rundir import load_run
+
+    data = load_run(run_dir)
+    problem = data.config.problem
+    if problem.name != "poisson_ball":
+        raise SystemExit(f"--run {run_dir}: expected a poisson_ball run, found {problem.name!r}")
+    params = dict(problem.params or {})
+    target = Target(int(params.get("dim", 100)), int(params.get("seed", 0)))
+    rng = np.random.default_rng(1)
+    check_against_pinnkit(target, ball(rng, 8, target.c.shape[0] + 1), int(params.get("seed", 0)))
+    feature_floors(target, rng, n, network=lambda x: np.asarray(data.predict(x), np.float64).reshape(-1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dim", type=int, default=100)
@@ -139,7 +167,10 @@ def main() -> int:
     ap.add_argument("--points", type=int, default=20000, help="least-squares fit and test points")
     ap.add_argument("--outer", type=int, default=4000, help="projections Px per width")
     ap.add_argument("--inner", type=int, default=64, help="fresh draws of the rest per Px")
+    ap.add_argument("--run", help="a trained poisson_ball run folder: split its error instead")
     args = ap.parse_args()
+    if args.run:
+        return split_run_error(args.run, args.points)
     widths = [int(v) for v in args.widths.split(",")]
     if not all(1 <= k < args.dim for k in widths):
         ap.error(f"--widths: each k must be in [1, dim - 1] = [1, {args.dim - 1}]: actual={widths}")
