@@ -108,7 +108,7 @@ def _problem(domain, sol, pde, name, description) -> Problem:
 def poisson_ball(dim: int = 100, seed: int = 0, sample_power: float = 0.0) -> Problem:
     """$\\Delta u = \\Delta u^*$ in the unit ball of dimension ``dim``, $u = 0$ on the sphere
     (module docstring); exact solution $u^*$ with coefficients from ``seed``. Interior
-    points are drawn with density $\\propto (1 - \\|x\\|^2)^p$, $p$ = ``sample_power``
+    points are drawn with density proportional to (1 - |x|²)^p, p = ``sample_power``
     (`pinnkit.geometry.ball`; 0: uniform, 2: where the hard constraint lets the error of
     $u$ show)."""
     domain, sol = _setup(dim, seed, sample_power)
