@@ -152,9 +152,10 @@ def split_run_error(run_dir: str, n: int) -> int:
     if problem.name != "poisson_ball":
         raise SystemExit(f"--run {run_dir}: expected a poisson_ball run, found {problem.name!r}")
     params = dict(problem.params or {})
-    target = Target(int(params.get("dim", 100)), int(params.get("seed", 0)))
+    dim, seed = int(params.get("dim", 100)), int(params.get("seed", 0))
+    target = Target(dim, seed)
     rng = np.random.default_rng(1)
-    check_against_pinnkit(target, ball(rng, 8, target.c.shape[0] + 1), int(params.get("seed", 0)))
+    check_against_pinnkit(target, ball(rng, 8, dim), seed)
     feature_floors(target, rng, n, network=lambda x: np.asarray(data.predict(x), np.float64).reshape(-1))
     return 0
 

@@ -53,7 +53,8 @@ def test_weighted_ball_radius_law(d, p):
     x = np.asarray(ball.sample(jax.random.key(d + p), n), np.float64) - np.asarray(ball.center)
     t = np.sum(x**2, axis=1) / 4.0  # r^2 of the unit ball
     assert t.max() <= 1.0 + 1e-6
-    assert scipy.stats.kstest(scipy.special.betainc(d / 2, p + 1, np.minimum(t, 1.0)), "uniform").pvalue > 1e-4
+    law = scipy.special.betainc(d / 2, p + 1, np.minimum(t, 1.0))  # uniform if r^2 ~ Beta(d/2, p+1)
+    assert scipy.stats.kstest(law, "uniform").pvalue > 1e-4
     # the weight moves points inwards: E[1 - r^2] = (p + 1)/(d/2 + p + 1), not 1/(d/2 + 1)
     mean, se = np.mean(1 - t), np.std(1 - t) / np.sqrt(n)
     assert abs(mean - (p + 1) / (d / 2 + p + 1)) < 5 * se

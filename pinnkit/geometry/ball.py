@@ -39,7 +39,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammainc, ndtri
-
 from jaxtyping import Array, Float
 
 from .._types import Point, Points
