@@ -442,3 +442,20 @@ def test_float32(f64):
 
 def test_registered():
     assert METHODS["taylor"] is Taylor and METHODS["autodiff"] is Autodiff
+
+
+def test_square_features_vs_oracle(f64):
+    """SquareFeatures fast rule ([z, z²] after Normalize, then Fourier features and the MLP),
+    every operator up to fourth order: the square's derivatives (2z, 2, 0, ...) enter
+    Faà di Bruno's formula at each order."""
+    net = build_mlp_network(
+        ("x", "y"), ("u", "v"), width=3, depth=1, activation="silu", init="glorot_normal",
+        bounds=((0.0, 0.0), (1.0, 1.0)), squares=True, fourier=(4, 1.0), key=jax.random.key(1),
+        dtype=jnp.float64,
+    )  # fmt: skip
+    assert type(net.embedding[1]).__name__ == "SquareFeatures"
+    layout = Layout(("x", "y"), ("x", "y"), ("u", "v"))
+    pts = jax.random.uniform(jax.random.key(2), (2, 2), jnp.float64)
+    got = evaluate(Taylor(), _fourth_order_residual, net, layout, pts)
+    ref = evaluate(Autodiff(), _fourth_order_residual, net, layout, pts)
+    assert_close(got, ref)

@@ -1,5 +1,6 @@
 """Input maps of a `pinnkit.nn.layers.Network`: normalisation of the domain's bounding box
-onto $[-1, 1]^d$, exact periodicity, random Fourier features; each with its Taylor rule
+onto $[-1, 1]^d$, exact periodicity, squared coordinates, random Fourier features; each
+with its Taylor rule
 (`pinnkit.diffops.jets.taylor_rule`) below its definition.
 """
 
@@ -93,6 +94,33 @@ def _periodic_jet(pe: PeriodicEmbedding, jet: jets.Jet, *, plan: jets.Plan, keep
     return jets.elementwise(feats, derivs, plan)
 
 
+class SquareFeatures(eqx.Module):
+    """$z \\mapsto [z, z \\odot z]$: the inputs and their squares (output size $2k$).
+
+    Why: a zero-bias MLP's tangent space reaches a cubic $x_i^2 x_j$ only through
+    first-layer weights aligned with the axes, which training learns slowly in high $d$
+    (docs/benchmarks.md, "Square features"); with $z_i^2$ as inputs the first layer's
+    weight gradients hold $z_i^2\\,\\sigma'(w \\cdot z)$, i.e. every $x_i^2 x_j$. Costs
+    $k \\times$ width more first-layer weights.
+    """
+
+    def __call__(self, z: Point) -> Float[Array, " k"]:
+        return jnp.concatenate([z, z * z])
+
+
+@jets.taylor_rule(SquareFeatures)
+def _square_jet(sq: SquareFeatures, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    # [z, z] through the element-wise map (identity | square), derivatives (1, 0, ...) | (2z, 2, 0, ...)
+    twice = lambda r: jnp.concatenate([r, r], axis=-1)  # noqa: E731
+    both = jets.Jet(twice(jet.value), None if jet.first is None else twice(jet.first),
+                    {k: twice(r) for k, r in jet.rest.items()})
+    z = jet.value
+    one, zero = jnp.ones_like(z), jnp.zeros_like(z)
+    derivs = [sq(z), jnp.concatenate([one, 2.0 * z]), jnp.concatenate([zero, 2.0 * one])]
+    derivs += [jnp.concatenate([zero, zero])] * max(0, plan.order - 2)
+    return jets.elementwise(both, derivs[: plan.order + 1], plan)
+
+
 class FourierFeatures(eqx.Module):
     """Random Fourier features $z \\mapsto [\\cos(2\\pi B z), \\sin(2\\pi B z)]$, $B \\sim N(0, s^2)$.
 
@@ -136,16 +164,17 @@ def build_embedding(
     fourier: tuple[int, float] | None = None,
     periodic: dict[str, float] | None = None,
     input_map: eqx.Module | None = None,
+    squares: bool = False,
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> tuple[tuple[eqx.Module, ...], int]:
-    """The input map [normalise | periodic | input_map] → [Fourier features] and its
-    output size.
+    """The input map [normalise | periodic | input_map] → [squares] → [Fourier features]
+    and its output size.
 
     ``periodic`` maps coordinate names to periods; those coordinates enter through a
     `PeriodicEmbedding` (which also normalises the others, so ``bounds`` is needed).
     ``input_map`` (e.g. `pinnkit.sphere.SphereEmbedding`, which has a ``size`` attribute:
-    its output width) replaces both.
+    its output width) replaces both. ``squares`` appends $z_i^2$ (`SquareFeatures`).
     """
     embedding: list[eqx.Module] = []
     in_size = len(in_names)
@@ -162,6 +191,9 @@ def build_embedding(
         in_size += sum(p is not None for p in periods)
     elif bounds is not None:
         embedding.append(Normalize(tuple(map(float, bounds[0])), tuple(map(float, bounds[1]))))
+    if squares:
+        embedding.append(SquareFeatures())
+        in_size *= 2
     if fourier is not None:
         dim, scale = fourier
         embedding.append(FourierFeatures(in_size, dim, scale, key=key, dtype=dtype))

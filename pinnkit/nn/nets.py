@@ -245,6 +245,7 @@ def build_network(
     rwf: tuple[float, float] | None = None,
     transform: eqx.Module | None = None,
     input_map: eqx.Module | None = None,
+    squares: bool = False,
     key: PRNGKey,
     dtype=jnp.float32,
 ) -> Network:
@@ -253,7 +254,7 @@ def build_network(
     kf, km = jax.random.split(key)
     embedding, in_size = build_embedding(
         in_names, bounds=bounds, fourier=fourier, periodic=periodic, input_map=input_map,
-        key=kf, dtype=dtype,
+        squares=squares, key=kf, dtype=dtype,
     )
     core = make_core(kind, in_size, len(out_names), width=width, depth=depth,
                      activation=activation, init=init, rwf=rwf, key=km, dtype=dtype)

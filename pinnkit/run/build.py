@@ -241,6 +241,7 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
         rwf=(n.rwf.mean, n.rwf.std) if n.rwf is not None else None,
         transform=transform,
         input_map=input_map,
+        squares=n.squares,
         key=key,
         dtype=dtype,
     )

@@ -97,7 +97,8 @@ class CornerConfig:
 class NetworkConfig:
     """``network``: the core ``kind`` (``mlp``, ``modified_mlp``: ``depth`` hidden layers
     of ``width`` units; ``pirate``: ``depth`` residual blocks), its input map and options
-    (``rwf``; PirateNet's least-squares ``pi_init`` of the last layer)."""
+    (``squares``: append the squared normalised inputs, `pinnkit.nn.embeddings.SquareFeatures`;
+    ``rwf``; PirateNet's least-squares ``pi_init`` of the last layer)."""
 
     kind: Literal[NET_KINDS] = "mlp"
     width: int = 64
@@ -106,6 +107,7 @@ class NetworkConfig:
     init: Literal[INITS] = "glorot_normal"
     normalize_inputs: bool = True
     hard_constraint: bool = False
+    squares: bool = False
     fourier: FourierConfig | None = None
     periodic: dict[str, float] = field(default_factory=dict)
     parity: dict[str, str] = field(default_factory=dict)
