@@ -9,7 +9,10 @@ Per mode, after one compile-and-run call, the median of ``--repeats`` calls of:
   residual of one step's batch (a reverse pass through each point's Taylor rows);
 - ``solve``: the point-space direction from them (`natural_gradient_direction`,
   ``woodbury``: $\\hat J\\hat J^\\top$, Cholesky, $\\hat J^\\top z$);
-- ``adam``: `Loss.value_and_grad`, what a first-order step costs.
+- ``adam``: `Loss.value_and_grad`, what a first-order step costs;
+- ``gram plain`` / ``gram blocks``: the solve's $\\hat J\\hat J^\\top$ alone, as ``J @ J.T``
+  and as `pinnkit.optim.woodbury.gram_rows` (4 row blocks, 10 of 16 block products; the
+  solve uses it).
 
 CPU seconds (``time.process_time``) and wall seconds; the ratio is option / default.
 Pin it (``taskset -c 1`` for one core, or nothing else running for both):
@@ -36,7 +39,7 @@ def child(config: str, overrides: list[str], repeats: int, mode: str) -> dict:
     import jax
 
     from pinnkit.cli.jaxsetup import apply_numerics
-    from pinnkit.optim.woodbury import natural_gradient_direction
+    from pinnkit.optim.woodbury import gram_rows, natural_gradient_direction
     from pinnkit.run.build import build_run
     from pinnkit.run.config import load_config
     from pinnkit.train.loss import make_loss
@@ -66,7 +69,10 @@ def child(config: str, overrides: list[str], repeats: int, mode: str) -> dict:
     (jac, res), t_rows = timed(rows, params, key)
     _, t_solve = timed(solve, jac, res)
     _, t_adam = timed(adam, params, key)
-    return {"rows": t_rows, "solve": t_solve, "adam": t_adam, "shape": list(jac.shape),
+    _, t_plain = timed(jax.jit(lambda j: j @ j.T), jac)
+    _, t_blocks = timed(jax.jit(gram_rows), jac)
+    return {"rows": t_rows, "solve": t_solve, "adam": t_adam, "gram plain": t_plain,
+            "gram blocks": t_blocks, "shape": list(jac.shape),
             "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
@@ -98,7 +104,7 @@ def main() -> None:
           f"pinnkit's option: {results['pinnkit']['xla_flags']!r}\n")
     print("| part | default CPU s (wall) | pinnkit CPU s (wall) | CPU ratio |")
     print("|---|---|---|---|")
-    for part in ("rows", "solve", "adam"):
+    for part in ("rows", "solve", "adam", "gram plain", "gram blocks"):
         a, b = results["default"][part], results["pinnkit"][part]
         print(f"| {part} | {a['cpu']:.3f} ({a['wall']:.3f}) | {b['cpu']:.3f} ({b['wall']:.3f}) "
               f"| {b['cpu'] / a['cpu']:.2f} |")

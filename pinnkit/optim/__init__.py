@@ -15,6 +15,7 @@ from .soap import ScaleBySoapState as ScaleBySoapState
 from .soap import scale_by_soap as scale_by_soap
 from .soap import soap as soap
 from .woodbury import WoodburyState as WoodburyState
+from .woodbury import gram_rows as gram_rows
 from .woodbury import natural_gradient_direction as natural_gradient_direction
 from .woodbury import weighted_rows as weighted_rows
 from .woodbury import woodbury_natural_gradient as woodbury_natural_gradient
