@@ -49,7 +49,7 @@ def test_square_features_through_the_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["outcome"] == "successful" and s["steps"] == 40
-    assert 0 < s["rel_l2"]["u"] < 1  # the untrained network's is about 1
+    assert 0 < s["rel_l2"]["u"] < 0.5  # measured 0.15; after 1 step 0.98
     assert "squares: true" in (out / "config.yaml").read_text()
 
 

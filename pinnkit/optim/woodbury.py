@@ -73,8 +73,9 @@ def gram_rows(jacobian: Float[Array, "N P"], blocks: int = 4) -> Float[Array, "N
     """$\\hat J \\hat J^\\top$ from ``blocks`` row blocks $J_a$: the blocks $J_a J_b^\\top$,
     $a \\le b$, and their mirror images, so the result is exactly symmetric and costs
     $(b + 1)/(2b)$ of the full product. On XLA:CPU it is also faster per flop: 1024 x
-    42k float32 in 0.85 CPU s against 1.97 s for ``J @ J.T`` with the ``pinnkit``
-    command's XLA option (docs/benchmarks.md, "Square features"). The plain product when
+    42k float32 in 0.85 CPU s against 1.97 s for ``J @ J.T`` on one core with the
+    ``pinnkit`` command's XLA option, 0.84 against 1.08 on two (docs/benchmarks.md,
+    "Square features"). The plain product when
     the rows do not split evenly or are fewer than 64 per block."""
     n = jacobian.shape[0]
     if n % blocks or n // blocks < 64:

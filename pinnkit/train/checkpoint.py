@@ -68,6 +68,7 @@ MODEL_SECTIONS = ("problem", "network", "numerics")
 # hash is that of the config without them is the same model, so it still resumes.
 ADDED_MODEL_KEYS: dict[tuple[str, str], object] = {
     ("network", "singular"): [],  # corner enrichment (pinnkit.geometry.singular)
+    ("network", "squares"): False,  # squared inputs (pinnkit.nn.embeddings.SquareFeatures)
 }
 
 
