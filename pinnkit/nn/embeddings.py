@@ -94,6 +94,11 @@ def _periodic_jet(pe: PeriodicEmbedding, jet: jets.Jet, *, plan: jets.Plan, keep
     return jets.elementwise(feats, derivs, plan)
 
 
+def _twice(r: Array) -> Array:
+    """``[r, r]`` along the feature axis: one jet feeding two element-wise maps."""
+    return jnp.concatenate([r, r], axis=-1)
+
+
 class SquareFeatures(eqx.Module):
     """$z \\mapsto [z, z \\odot z]$: the inputs and their squares (output size $2k$).
 
@@ -111,9 +116,8 @@ class SquareFeatures(eqx.Module):
 @jets.taylor_rule(SquareFeatures)
 def _square_jet(sq: SquareFeatures, jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
     # [z, z] through the element-wise map (identity | square), derivatives (1, 0, ...) | (2z, 2, 0, ...)
-    twice = lambda r: jnp.concatenate([r, r], axis=-1)  # noqa: E731
-    both = jets.Jet(twice(jet.value), None if jet.first is None else twice(jet.first),
-                    {k: twice(r) for k, r in jet.rest.items()})
+    both = jets.Jet(_twice(jet.value), None if jet.first is None else _twice(jet.first),
+                    {k: _twice(r) for k, r in jet.rest.items()})
     z = jet.value
     one, zero = jnp.ones_like(z), jnp.zeros_like(z)
     derivs = [sq(z), jnp.concatenate([one, 2.0 * z]), jnp.concatenate([zero, 2.0 * one])]
@@ -145,11 +149,10 @@ def _fourier_jet(ff: FourierFeatures, jet: jets.Jet, *, plan: jets.Plan, keep) -
     B = 2.0 * jnp.pi * jax.lax.stop_gradient(ff.B)
     proj = 2.0 * jnp.pi * (jax.lax.stop_gradient(ff.B) @ jet.value)  # as FourierFeatures does
     # [cos p, sin p] is one element-wise map of [p, p] with per-element derivatives
-    twice = lambda r: jnp.concatenate([r, r], axis=-1)
     both = jets.Jet(
-        twice(proj),
-        None if jet.first is None else twice(jet.first @ B.T),
-        {k: twice(B @ r) for k, r in jet.rest.items()},
+        _twice(proj),
+        None if jet.first is None else _twice(jet.first @ B.T),
+        {k: _twice(B @ r) for k, r in jet.rest.items()},
     )
     sin, cos = jnp.sin(proj), jnp.cos(proj)
     cyc_cos, cyc_sin = (cos, -sin, -cos, sin), (sin, cos, -sin, -cos)

@@ -71,19 +71,21 @@ def weighted_rows(residuals: Mapping[str, tuple[Array, Array]], weights: Mapping
 
 def gram_rows(jacobian: Float[Array, "N P"], blocks: int = 4) -> Float[Array, "N N"]:
     """$\\hat J \\hat J^\\top$ from ``blocks`` row blocks $J_a$: the blocks $J_a J_b^\\top$,
-    $a \\le b$, and their mirror images, so the result is exactly symmetric and costs
-    $(b + 1)/(2b)$ of the full product. On XLA:CPU it is also faster per flop: 1024 x
-    42k float32 in 0.85 CPU s against 1.97 s for ``J @ J.T`` on one core with the
-    ``pinnkit`` command's XLA option, 0.84 against 1.08 on two (docs/benchmarks.md,
-    "Square features"). The plain product when
-    the rows do not split evenly or are fewer than 64 per block."""
+    $a \\le b$, and their mirror images (a diagonal block's upper triangle mirrored), so
+    the result is exactly symmetric and costs $(b + 1)/(2b)$ of the full product. On
+    XLA:CPU it is also faster per flop: 1024 x 42k float32 in 0.85 CPU s against 1.97 s
+    for ``J @ J.T`` on one core with the ``pinnkit`` command's XLA option, 0.84 against
+    1.08 on two (docs/benchmarks.md, "Square features"). The plain product when the rows
+    do not split evenly or are fewer than 64 per block."""
     n = jacobian.shape[0]
     if n % blocks or n // blocks < 64:
         return jacobian @ jacobian.T
     parts = jnp.split(jacobian, blocks)
     grid = [[None] * blocks for _ in range(blocks)]
     for a in range(blocks):
-        for b in range(a, blocks):
+        diag = parts[a] @ parts[a].T
+        grid[a][a] = jnp.triu(diag) + jnp.triu(diag, 1).T
+        for b in range(a + 1, blocks):
             grid[a][b] = parts[a] @ parts[b].T
             grid[b][a] = grid[a][b].T
     return jnp.block(grid)
