@@ -76,10 +76,12 @@ def cmd_train(args) -> int:
 def _train(args, out: Path, stop) -> int:
     from ..parallel.mesh import is_main_process
     from ..run.config import load_config
-    from ..run.rundir import read_config, train_to_dir
+    from ..run.rundir import read_config, recover_dir, train_to_dir
 
     resume = _resume_mode(args)
     spec = _processes(args)
+    if not args.dry_run:  # an old run a killed --overwrite left aside: back before reading
+        recover_dir(out)
     overrides = list(args.set or [])
     if args.devices is not None:  # per process; the mesh spans all processes
         overrides.append(f"mesh.data={args.devices * spec.num_processes}")
@@ -106,15 +108,18 @@ def _train(args, out: Path, stop) -> int:
     )
     errs = ", ".join(f"{k} {v:.3e}" for k, v in summary["rel_l2"].items())
     print_ = print if is_main_process() else (lambda *a, **k: None)
+    restored = summary.get("old_run_restored", False)
     print_(
         f"pinnkit: {summary['outcome']} at step {summary['steps']}/{summary['total_steps']} "
         f"in {summary['wall_s']:.1f} s"
         + (f"; rel. L2 error: {errs}" if errs else "")
-        + f"; results in {out}/",
+        + (f"; the old run is back in {out}/" if restored else f"; results in {out}/"),
         file=sys.stderr,
     )
-    if summary["outcome"] in ("nonfinite_loss", "diverged"):  # RESULTS.failed
-        print_(f"pinnkit: {summary['message']}", file=sys.stderr)
+    failed = summary["outcome"] in ("nonfinite_loss", "diverged")  # RESULTS.failed
+    if failed or restored:
+        print_(textwrap.fill(f"pinnkit: {summary['message']}", 100), file=sys.stderr)
+    if failed:
         return 1
     if summary["outcome"] == "interrupted":
         return 130 if stop.signum == signal.SIGINT else 0

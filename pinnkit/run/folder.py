@@ -11,8 +11,15 @@ docs/cluster.md.
 
 **Replacing a run.** ``--overwrite`` does not delete anything before the new run has
 been built and validated and is about to write. Then the old run's files move, by
-renames inside the folder, into ``RUN/.pinnkit-replaced/``; they are deleted once the new
-run has written its first checkpoint, and moved back if it fails before that.
+renames inside the folder, into ``RUN/.pinnkit-replacing/``, which is renamed
+``RUN/.pinnkit-replaced/`` once every file is in it. The old run is deleted only once the
+new one has *earned* a checkpoint: one written at a scheduled step (``checkpoint.every``,
+so after real training), or the final one of a run that ended ``successful``,
+``converged`` or ``max_time`` past step 0. A new run that diverges, turns non-finite, is
+stopped by a signal or fails before that has its files deleted and the old run moved
+back unchanged. A replacement killed outright (SIGKILL, a node lost) leaves the old run
+aside: the next ``pinnkit train`` on the folder moves it back first (`recover`), and
+the read-only commands name it (`stranded`) instead of reading the half-started run.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ from ..errors import RunDirError
 
 LOCK_NAME = ".pinnkit.lock"
 ASIDE_NAME = ".pinnkit-replaced"
+# The aside folder while the old run moves into it, or back out of it: it holds old files
+# only, and the folder's other entries are old files too (`recover` moves them all back).
+MOVING_NAME = ".pinnkit-replacing"
+OWN_NAMES = (LOCK_NAME, ASIDE_NAME, MOVING_NAME)
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 
@@ -139,48 +150,144 @@ class Replaced:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.aside = self.folder / ASIDE_NAME
+        self.moving = self.folder / MOVING_NAME
         self.names: list[str] = []
 
     def move_aside(self) -> None:
-        if self.aside.exists():  # left by a replacement that was killed
-            if has_checkpoint(self.folder):  # ... after its first checkpoint: the new run won
-                shutil.rmtree(self.aside)
-            else:  # ... before it: the old run is still the one to keep
-                self.names = [p.name for p in self.aside.iterdir()]
-                self.restore()
-        self.aside.mkdir()
+        recover(self.folder)  # a replacement killed earlier: its old run is the one to keep
+        self.moving.mkdir()
         for p in sorted(self.folder.iterdir()):
-            if p.name in (LOCK_NAME, ASIDE_NAME):
+            if p.name in OWN_NAMES:
                 continue
-            p.rename(self.aside / p.name)
+            p.rename(self.moving / p.name)
             self.names.append(p.name)
+        # One rename marks the move complete: a folder killed before it holds only old
+        # files, which `recover` must keep; after it, the new run's, which it deletes.
+        self.moving.rename(self.aside)
 
     def drop(self) -> None:
-        """The new run has a checkpoint: the old one goes."""
+        """The new run has earned a checkpoint: the old one goes."""
         if self.aside.exists():
             shutil.rmtree(self.aside)
         self.names = []
 
     def restore(self) -> None:
-        """The new run failed before its first checkpoint: its files go, the old ones
+        """The new run stopped before earning a checkpoint: its files go, the old ones
         come back unchanged."""
         if not self.aside.exists():
             return
         for p in self.folder.iterdir():
-            if p.name in (LOCK_NAME, ASIDE_NAME):
+            if p.name in OWN_NAMES:
                 continue
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:
                 p.unlink()
-        for name in self.names:
-            (self.aside / name).rename(self.folder / name)
-        self.aside.rmdir()
+        # Only old files from here on: a kill while they move back leaves a state that
+        # `recover` completes without deleting anything.
+        self.aside.rename(self.moving)
+        _move_back(self.moving, self.folder)
         self.names = []
 
 
-def has_checkpoint(folder: Path) -> bool:
-    """True once a checkpoint file exists (written atomically: a final name means a
-    complete file), in ``checkpoints/`` or a window's."""
+def _move_back(moving: Path, folder: Path) -> list[str]:
+    names = sorted(p.name for p in moving.iterdir())
+    for name in names:
+        if (folder / name).exists() or (folder / name).is_symlink():
+            raise RunDirError(
+                f"{folder}: cannot move {moving / name} back, {folder / name} exists. Move "
+                f"the files of {moving}/ back by hand (they are the old run), then try again.")
+        (moving / name).rename(folder / name)
+    moving.rmdir()
+    return names
+
+
+def recover(folder: Path) -> list[str]:
+    """Moves back an old run that a killed ``--overwrite`` left aside (the caller holds
+    the folder's lock) and returns its entries' names; ``[]`` if there is none. The
+    half-started new run's files are deleted: it never earned a checkpoint, or its old
+    run would have been deleted."""
+    folder = Path(folder)
+    moving = folder / MOVING_NAME
+    if moving.is_dir():  # killed while the old run moved aside or back: nothing new here
+        return _move_back(moving, folder)
+    old = Replaced(folder)
+    if not old.aside.is_dir():
+        return []
+    old.names = sorted(p.name for p in old.aside.iterdir())
+    names = list(old.names)
+    old.restore()
+    return names
+
+
+def stranded(folder: Path) -> str | None:
+    """A paragraph naming an old run that ``--overwrite`` moved aside in ``folder`` (a
+    replacement in progress, or one that was killed), for the commands that only read;
+    ``None`` if there is none. Takes no lock and changes nothing."""
+    folder = Path(folder)
+    aside = next((folder / n for n in (ASIDE_NAME, MOVING_NAME) if (folder / n).is_dir()), None)
+    if aside is None:
+        return None
+    if (who := writer(folder)) is not None:
+        return (f"{folder} is being replaced (--overwrite) by {_name(who)}: its old run is in "
+                f"{aside}/ until the new run earns its first checkpoint. Wait for that, or for "
+                "the run to end, and try again.")
+    return (f"{folder} holds the start of a new run whose `--overwrite` was killed before its "
+            f"first checkpoint; the old run it replaced is intact (in {aside}/). Any `pinnkit "
+            f"train ... --out {folder}` moves it back first: `pinnkit train --out {folder} "
+            "--resume` to keep and continue the old run, or `pinnkit train CONFIG --out "
+            f"{folder} --overwrite` to replace it again.")
+
+
+def writer(folder: Path) -> dict | None:
+    """The holder of ``folder``'s lock (host, pid) if a live process holds it, else
+    ``None``; probes with a shared lock, released at once, and writes nothing."""
+    try:
+        fd = os.open(Path(folder) / LOCK_NAME, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(fd) or {"host": "an unknown host", "pid": "?"}
+        except OSError as e:  # no flock here: trust a named live process of this host
+            info = _holder(fd) if e.errno in _NO_FLOCK else None
+            if info and (info["host"] != socket.gethostname() or _alive(int(info["pid"]))):
+                return info
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def earned_checkpoint(folder: Path) -> bool:
+    """True once a checkpoint past step 0 exists (written atomically: a final name means a
+    complete file), in ``checkpoints/`` or a window's. While a new run trains, only a
+    scheduled checkpoint (or a finished window's last) can be one: the unscheduled ones,
+    of a run that stops, are written after training."""
     dirs = [folder / "checkpoints", *sorted((folder / "windows").glob("w*/checkpoints"))]
-    return any(any(d.glob("step_*.eqx")) for d in dirs if d.is_dir())
+    return any(p.name != "step_00000000.eqx" for d in dirs if d.is_dir() for p in d.glob("step_*.eqx"))
+
+
+def remove_temp_files(folder: Path) -> list[tuple[Path, int]]:
+    """Deletes the temporary files that writers killed mid-write left in a run folder (the
+    caller holds its lock, so no writer of this folder is running) and returns each with
+    its size. Only names of pinnkit's own pattern (`checkpoint.TEMP_NAME`) in the folders
+    pinnkit writes to; no other file is touched."""
+    from ..train.checkpoint import TEMP_NAME
+
+    folder = Path(folder)
+    dirs = [folder, folder / "checkpoints", *sorted((folder / "windows").glob("w*")),
+            *sorted((folder / "windows").glob("w*/checkpoints"))]
+    removed = []
+    for d in dirs:
+        if not d.is_dir() or d.is_symlink():
+            continue
+        for p in d.iterdir():
+            if TEMP_NAME.match(p.name) and p.is_file() and not p.is_symlink():
+                size = p.stat().st_size
+                p.unlink(missing_ok=True)
+                removed.append((p, size))
+    return removed

@@ -36,7 +36,7 @@ from ..train.windows import fit_windows, load_windows
 from . import memplan, yamlsafe
 from .build import build_problem, build_run, reusing_problems
 from .config import RunConfig, dump_config
-from .folder import ASIDE_NAME, LOCK_NAME, Replaced, RunLock, has_checkpoint
+from .folder import OWN_NAMES, Replaced, RunLock, earned_checkpoint, recover, remove_temp_files, stranded
 from .live import start_live_logging
 from .metrics import Predictor, predict
 
@@ -56,6 +56,8 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     from .config import from_dict_with_overrides
 
     path = Path(run_dir) / "config.yaml"
+    if (note := stranded(Path(run_dir))) is not None:  # not the half-started run's config
+        raise RunDirError(note)
     if not path.is_file():
         raise RunDirError(
             f"{run_dir} is not a pinnkit run directory: {path.name} is missing. "
@@ -70,7 +72,7 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
 def _entries(out: Path) -> list[Path]:
     """The folder's own entries (not pinnkit's lock or a replacement in progress)."""
     try:
-        return [p for p in out.iterdir() if p.name not in (LOCK_NAME, ASIDE_NAME)]
+        return [p for p in out.iterdir() if p.name not in OWN_NAMES]
     except FileNotFoundError:
         return []
     except NotADirectoryError:
@@ -112,6 +114,38 @@ def check_dir(out: Path, cfg: RunConfig, *, resume: bool, overwrite: bool) -> bo
         if not ((out / "config.yaml").is_file() or (out / "checkpoints").is_dir()):
             raise RunDirError(f"--overwrite: {out} is not a pinnkit run folder; refusing to delete it")
     return existing
+
+
+def recover_dir(out: str | Path) -> None:
+    """Moves back an old run that a killed ``--overwrite`` left aside in ``out``
+    (`folder.recover`), with a warning naming it; the first thing any ``pinnkit train``
+    on a folder does, before reading it. Every process calls it; process 0 moves."""
+    out = Path(out)
+    found = bool(broadcast_from_main(np.int32(
+        is_main_process() and any((out / n).is_dir() for n in OWN_NAMES[1:]))))
+    if not found:
+        return
+    with _writing(out):  # refused while the replacement's own process still runs
+        names, err = [], None
+        if is_main_process():
+            try:
+                names = recover(out)
+            except RunDirError as e:
+                err = e
+            except OSError as e:
+                err = RunDirError(
+                    f"cannot move back the old run that an earlier --overwrite left in {out}: "
+                    f"{e.strerror or e} ({e.filename}). Fix the folder's permissions or space "
+                    "and run the command again; what was not moved yet is still there.")
+        if bool(broadcast_from_main(np.int32(err is not None))):  # also the processes' barrier
+            raise err or RunDirError(f"process 0 could not move back the old run in {out} (see "
+                                     "its message); this process stops too")
+        if names:
+            warnings.warn(
+                f"{out}: an earlier --overwrite was killed before its new run earned a "
+                f"checkpoint; moved the old run ({len(names)} entries: {', '.join(names[:6])}"
+                f"{', ...' if len(names) > 6 else ''}) back; the new run's files, if any, are deleted",
+                RunFolderWarning, stacklevel=2)
 
 
 @contextlib.contextmanager
@@ -212,10 +246,17 @@ def train_to_dir(
     Nothing in ``out`` changes until the run is built and its memory plan passes
     (`memplan.check`); then ``out`` is locked against other writers, ``started()`` is
     called (the CLI's signal handling switches from "exit now" to "checkpoint first"),
-    and with ``overwrite`` the old run moves aside until the new one's first checkpoint
-    (`folder.Replaced`). Resuming a finished run returns its summary unchanged.
+    and with ``overwrite`` the old run moves aside until the new one earns a checkpoint
+    (`folder.Replaced`): a scheduled one, or the last one of a run that ended
+    ``successful``, ``converged`` or ``max_time`` past step 0. A new run that stops
+    before that (diverged, non-finite, a signal, an error) is deleted and the old one put
+    back; the summary returned then has ``"old_run_restored": True``, and nothing of the
+    new run is written. Leftover temporary files of writes killed midway
+    (`folder.remove_temp_files`) are deleted first. Resuming a finished run returns its
+    summary unchanged.
     """
     out = Path(out)
+    recover_dir(out)
     resume, overwrite = resolve_resume(out, resume, overwrite)
     replaces = check_dir(out, cfg, resume=resume, overwrite=overwrite)
     with reusing_problems():
@@ -225,6 +266,8 @@ def train_to_dir(
     old = Replaced(out)
     with _writing(out):
         started()
+        if is_main_process():
+            _remove_temp_files(out)
         if replaces and is_main_process():
             old.move_aside()
         try:
@@ -234,20 +277,48 @@ def train_to_dir(
             barrier("pinnkit-prepare-dir")
             summary = _train(run, out, resume, old, should_stop, progress, plots, fit_options)
         except BaseException:
-            if is_main_process() and old.names and not has_checkpoint(out):
+            if is_main_process() and old.names:  # not dropped: no checkpoint was earned
                 old.restore()
             raise
-        if is_main_process():
-            old.drop()
     return summary
+
+
+def _remove_temp_files(out: Path) -> None:
+    removed = remove_temp_files(out)
+    if removed:
+        mib = sum(n for _, n in removed) / 2**20
+        warnings.warn(
+            f"deleted {len(removed)} temporary file(s) ({mib:.1f} MiB: "
+            f"{', '.join(str(p.relative_to(out)) for p, _ in removed[:3])}"
+            f"{', ...' if len(removed) > 3 else ''}) left in {out} by a write that was killed",
+            RunFolderWarning, stacklevel=3)
+
+
+def _restored_message(res: FitResult, out: Path) -> str:
+    # RESULTS' messages read "what happened; what was kept. What to do": the middle part
+    # is not true of a run that was deleted, so only the first and last are quoted.
+    what, _, rest = res.result.value.partition(";")
+    advice = rest.partition(". ")[2] if res.result.failed else ""
+    return (f"--overwrite kept the old run: the new one stopped at step {res.step} ({what}) "
+            f"before it earned a checkpoint, so it was deleted and {out} holds the old run "
+            "again, unchanged. A new run replaces the old one once it writes a scheduled "
+            "checkpoint (checkpoint.every) or ends successful, converged or at train.max_time "
+            "past step 0." + (f" {advice[0].upper()}{advice[1:]}." if advice else ""))
+
+
+def _earned(res: FitResult) -> bool:
+    """Whether a new run's last checkpoint replaces an old run (`train_to_dir`): it ended
+    by its own config's rule, past step 0. A stop (diverged, non-finite, a signal) before
+    the first scheduled checkpoint does not."""
+    return res.step > 0 and res.result in (RESULTS.successful, RESULTS.converged, RESULTS.max_time)
 
 
 def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, plots, fit_options):
     cfg, ev = run.config, run.config.eval
     before = _read_summary(out) if resume else None
 
-    def polled() -> bool:  # between chunks: the old run goes once the new one has a checkpoint
-        if old.names and is_main_process() and has_checkpoint(out):
+    def polled() -> bool:  # between chunks: the old run goes once the new one earned a checkpoint
+        if old.names and is_main_process() and earned_checkpoint(out):
             old.drop()
         return should_stop()
 
@@ -276,6 +347,18 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
     finally:
         if live is not None:
             live.close()
+    # Still replacing: decided before the final evaluation, so that a kill during it
+    # cannot take a finished new run for a failed one (or the reverse).
+    if bool(broadcast_from_main(np.int32(is_main_process() and bool(old.names)))):
+        if _earned(res):
+            if is_main_process():
+                old.drop()
+        else:
+            if is_main_process():
+                old.restore()
+            summary = summarize(run, res, {}, [])
+            summary.update(old_run_restored=True, message=_restored_message(res, out))
+            return summary  # nothing of the new run is written: the folder is the old run
     total = run.total_steps * cfg.train.time_windows
     if (before is not None and res.result is RESULTS.successful and res.step == total
             and before.get("steps") == total and before.get("outcome") == "successful"):

@@ -110,10 +110,23 @@ def checkpoint_path(folder: Path, step: int) -> Path:
     return Path(folder) / f"step_{step:08d}.eqx"
 
 
+# The temporary files of `atomic_write_bytes` (``.step_00000040.eqx.tmp1234``): a writer
+# killed mid-write leaves one, which the next ``pinnkit train`` on the folder deletes
+# (`pinnkit.run.folder.remove_temp_files`, by exactly this pattern).
+TEMP_NAME = re.compile(r"^\.(step_\d{8}\.eqx|config\.yaml|summary\.json|metrics\.jsonl|timing\.json)"
+                       r"\.tmp\d+$")
+
+
+def temp_path(path: Path, pid: int | None = None) -> Path:
+    """The temporary file that process ``pid`` (default: this one) writes ``path`` through."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp{os.getpid() if pid is None else pid}")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Writes ``data`` to ``path`` atomically; on failure the old file is untouched."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = temp_path(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
