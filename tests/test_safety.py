@@ -5,6 +5,10 @@ peak RSS from `os.wait4`); a failed ``--overwrite`` keeps the old run byte for b
 second writer is refused and a stale lock taken over; a finished run resumed keeps its
 summary; summary.json is strict JSON; ``os:system`` runs nothing; SIGTERM ends a stuck
 run within the grace period, and one during loading ends it at once.
+
+Issue 38: an ``--overwrite`` that diverges at step 0, is stopped by SIGTERM, or is killed
+before its first checkpoint keeps (or, on the next command, restores) the old run; the
+temporary file of a checkpoint write killed midway is deleted on the next start.
 """
 
 import json
@@ -201,6 +205,148 @@ def test_overwrite_replaces_after_the_first_checkpoint(done_run, tmp_path):
     assert not (out / "notes.txt").exists() and not (out / ".pinnkit-replaced").exists()
     assert json.loads((out / "summary.json").read_text())["seed"] == 7
     assert not (out / ".pinnkit.lock").exists()  # released
+
+
+# ------------------------------------------------------------------ --overwrite that stops
+
+# A replacement that never reaches a scheduled checkpoint: it may only stop, and keep the old run.
+NO_CKPT = ["--set", "train.steps=100000", "--set", "optim.phases.0.steps=100000",
+           "--set", "train.chunk=20", "--set", "checkpoint.every=100000", "--quiet", "--no-plots"]
+
+
+def copy_run(src: Path, dest: Path) -> Path:
+    for name, data in snapshot(src).items():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes(data)
+    return dest
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` (hidden ones too: a lock, a folder moved aside)."""
+    import hashlib
+
+    return {k: hashlib.sha256(v).hexdigest() for k, v in snapshot(folder).items()}
+
+
+def start_replacing(out: Path) -> subprocess.Popen:
+    """``train --overwrite`` into ``out``, returned once the old run is moved aside."""
+    p = subprocess.Popen([sys.executable, "-m", "pinnkit.cli", "train", TINY, "--overwrite",
+                          "--out", str(out), *NO_CKPT], env=ENV, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (out / ".pinnkit-replaced").is_dir() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    assert (out / ".pinnkit-replaced").is_dir(), p.communicate(timeout=60)[1]
+    return p
+
+
+def test_overwrite_that_diverges_at_step_0_keeps_the_old_run(done_run, tmp_path):
+    """lr=1e30: the loss is non-finite in the first chunk, and the run's only checkpoint
+    would be the step-0 one written as it stops; that does not replace the old run."""
+    out = copy_run(done_run, tmp_path / "copy")
+    before = hashes(out)
+    rc, err, _, _ = run_cli("train", TINY, "--set", "optim.phases.0.lr=1e30", "--overwrite",
+                            "--out", out, *FAST)
+    text = " ".join(err.split())
+    assert rc == 1 and "nonfinite_loss at step 0/40" in text, err
+    assert "--overwrite kept the old run: the new one stopped at step 0" in text, err
+    assert "Lower the learning rate" in text and "Traceback" not in err
+    assert hashes(out) == before
+
+
+def test_overwrite_stopped_by_sigterm_right_after_start_keeps_the_old_run(done_run, tmp_path):
+    """SIGTERM a few seconds after the old run moved aside (an eval in between): the
+    run stops at step 0 or at the end of its first chunk, with no scheduled checkpoint."""
+    out = copy_run(done_run, tmp_path / "copy")
+    before = hashes(out)
+    p = start_replacing(out)
+    try:  # a reader meanwhile is told who replaces the run
+        rc, err, _, _ = run_cli("eval", out)
+        assert rc == 2 and one_paragraph(err), err
+        assert f"is being replaced (--overwrite) by process {p.pid} on host" in " ".join(err.split())
+    finally:
+        p.send_signal(signal.SIGTERM)
+    err = p.communicate(timeout=300)[1]
+    assert p.returncode == 0 and "interrupted at step" in err, err
+    assert "--overwrite kept the old run" in " ".join(err.split()), err
+    assert hashes(out) == before
+
+
+def test_overwrite_killed_before_its_first_checkpoint_is_named_then_restored(done_run, tmp_path):
+    """SIGKILL leaves the old run in .pinnkit-replaced/: eval names it (and changes
+    nothing), a second --overwrite moves it back before replacing it (and, as this one
+    diverges, keeps it); killed again, --resume moves it back and continues it. A
+    checkpoint write the old run's process was killed in left its temporary file, which
+    that next start deletes (pinnkit's own pattern only)."""
+    out = copy_run(done_run, tmp_path / "copy")
+    before = hashes(out)
+    p = start_replacing(out)
+    p.kill()
+    p.communicate(timeout=60)
+    stranded = hashes(out)
+    assert any(k.startswith(".pinnkit-replaced/") for k in stranded)
+    rc, err, _, _ = run_cli("eval", out)
+    text = " ".join(err.split())
+    assert rc == 2 and one_paragraph(err), err
+    assert "killed before its first checkpoint" in text and f"{out}/.pinnkit-replaced/" in text, err
+    assert hashes(out) == stranded  # a reader moves nothing
+    rc, err, _, _ = run_cli("train", TINY, "--set", "optim.phases.0.lr=1e30", "--overwrite",
+                            "--out", out, *FAST)
+    text = " ".join(err.split())
+    assert rc == 1 and "an earlier --overwrite was killed" in text, err
+    assert "--overwrite kept the old run" in text, err
+    assert hashes(out) == before
+
+    p = start_replacing(out)
+    p.kill()
+    p.communicate(timeout=60)
+    aside = out / ".pinnkit-replaced"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = ckpt.temp_path(aside / "checkpoints" / "step_00000060.eqx", dead.pid)
+    leftover.write_bytes(os.urandom(4 << 20))  # what a write killed midway leaves
+    ckpt.temp_path(aside / "config.yaml", dead.pid).write_text("half a config")
+    keep = [aside / "checkpoints" / ".step_00000060.eqx.tmp", aside / "checkpoints" / "my.eqx.tmp1",
+            aside / ".notes.txt.tmp7"]  # look-alikes that are not pinnkit's: left alone
+    for k in keep:
+        k.write_text("the user's")
+    rc, err, _, _ = run_cli("train", "--resume", "--out", out, "--quiet", "--no-plots")
+    text = " ".join(err.split())
+    assert rc == 0 and "an earlier --overwrite was killed" in text, err
+    assert "deleted 2 temporary file(s) (4.0 MiB" in text, err
+    after = hashes(out)
+    assert sorted(after) == sorted([*before, *(str(k.relative_to(aside)) for k in keep)])
+    for name in ("config.yaml", "summary.json", "notes.txt"):  # checkpoint 40 is rewritten
+        assert after[name] == before[name], name
+    assert ckpt.latest_valid(out / "checkpoints")[1]["step"] == 40
+
+
+def test_recover_keeps_every_old_file_whenever_the_move_was_killed(tmp_path):
+    """`folder.recover` on the three states a kill can leave (no CLI: a SIGKILL between
+    two renames cannot be timed): old files half moved aside (or half moved back) into
+    .pinnkit-replacing/, and a complete .pinnkit-replaced/ beside a new run's files."""
+    from pinnkit.run.folder import recover
+
+    def old_run(d):
+        (d / "checkpoints").mkdir(parents=True)
+        (d / "checkpoints" / "step_00000040.eqx").write_bytes(b"old checkpoint")
+        (d / "config.yaml").write_text("old config")
+        (d / "notes.txt").write_text("old notes")
+        return hashes(d)
+
+    for state in ("half-moved", "replaced"):
+        d = tmp_path / state
+        want = old_run(d)
+        if state == "half-moved":
+            (d / ".pinnkit-replacing").mkdir()
+            (d / "checkpoints").rename(d / ".pinnkit-replacing" / "checkpoints")
+        else:
+            (d / ".pinnkit-replaced").mkdir()
+            for name in ("checkpoints", "config.yaml", "notes.txt"):
+                (d / name).rename(d / ".pinnkit-replaced" / name)
+            (d / "config.yaml").write_text("the new run's config")
+            (d / "metrics.jsonl").write_text("{}\n")
+        assert recover(d) and hashes(d) == want, state
+        assert recover(d) == []  # nothing left aside
 
 
 def test_finished_run_resumed_keeps_its_summary(done_run):
