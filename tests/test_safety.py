@@ -349,6 +349,22 @@ def test_recover_keeps_every_old_file_whenever_the_move_was_killed(tmp_path):
         assert recover(d) == []  # nothing left aside
 
 
+def test_a_link_named_like_the_aside_folder_is_refused_not_followed(done_run, tmp_path):
+    """``RUN/.pinnkit-replacing -> elsewhere`` would have the next train move elsewhere's
+    files into RUN: train and eval exit 2 naming it, and nothing moves on either side."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "secret.txt").write_text("not pinnkit's")
+    out = copy_run(done_run, tmp_path / "copy")
+    (out / ".pinnkit-replacing").symlink_to(victim)
+    before, theirs = hashes(out), hashes(victim)
+    for cmd in (["train", "--resume", "--out", out, *FAST], ["eval", out]):
+        rc, err, _, _ = run_cli(*cmd)
+        assert rc == 2 and one_paragraph(err), (cmd, err)
+        assert f"{out}/.pinnkit-replacing is a link" in " ".join(err.split()), (cmd, err)
+        assert hashes(out) == before and hashes(victim) == theirs, cmd
+
+
 def test_finished_run_resumed_keeps_its_summary(done_run):
     before = (done_run / "summary.json").read_bytes()
     rc, err, _, _ = run_cli("train", "--resume", "--out", done_run, "--quiet", "--no-plots")

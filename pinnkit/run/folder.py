@@ -209,10 +209,10 @@ def recover(folder: Path) -> list[str]:
     run would have been deleted."""
     folder = Path(folder)
     moving = folder / MOVING_NAME
-    if moving.is_dir():  # killed while the old run moved aside or back: nothing new here
+    if _aside(moving):  # killed while the old run moved aside or back: nothing new here
         return _move_back(moving, folder)
     old = Replaced(folder)
-    if not old.aside.is_dir():
+    if not _aside(old.aside):
         return []
     old.names = sorted(p.name for p in old.aside.iterdir())
     names = list(old.names)
@@ -220,12 +220,26 @@ def recover(folder: Path) -> list[str]:
     return names
 
 
+def _aside(path: Path) -> bool:
+    """Whether ``path`` (``.pinnkit-replaced`` or ``-replacing``) is a folder pinnkit moved
+    an old run into; anything else under that name is refused, never followed: a link
+    would make `recover` move another folder's files in."""
+    if not (path.is_symlink() or path.exists()):
+        return False
+    if path.is_symlink() or not path.is_dir():
+        raise RunDirError(
+            f"{path} is {'a link' if path.is_symlink() else 'not a folder'}: pinnkit keeps an old "
+            "run there while --overwrite replaces it, and never follows or deletes such an "
+            "entry. Remove it (or move it out of the run folder) and run the command again.")
+    return True
+
+
 def stranded(folder: Path) -> str | None:
     """A paragraph naming an old run that ``--overwrite`` moved aside in ``folder`` (a
     replacement in progress, or one that was killed), for the commands that only read;
     ``None`` if there is none. Takes no lock and changes nothing."""
     folder = Path(folder)
-    aside = next((folder / n for n in (ASIDE_NAME, MOVING_NAME) if (folder / n).is_dir()), None)
+    aside = next((folder / n for n in (ASIDE_NAME, MOVING_NAME) if _aside(folder / n)), None)
     if aside is None:
         return None
     if (who := writer(folder)) is not None:

@@ -122,7 +122,7 @@ def recover_dir(out: str | Path) -> None:
     on a folder does, before reading it. Every process calls it; process 0 moves."""
     out = Path(out)
     found = bool(broadcast_from_main(np.int32(
-        is_main_process() and any((out / n).is_dir() for n in OWN_NAMES[1:]))))
+        is_main_process() and any((out / n).is_symlink() or (out / n).exists() for n in OWN_NAMES[1:]))))
     if not found:
         return
     with _writing(out):  # refused while the replacement's own process still runs
