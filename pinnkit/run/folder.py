@@ -257,7 +257,8 @@ def writer(folder: Path) -> dict | None:
     """The holder of ``folder``'s lock (host, pid) if a live process holds it, else
     ``None``; probes with a shared lock, released at once, and writes nothing."""
     try:
-        fd = os.open(Path(folder) / LOCK_NAME, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: a FIFO under the lock's name must not hang a reader
+        fd = os.open(Path(folder) / LOCK_NAME, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
@@ -293,8 +294,9 @@ def remove_temp_files(folder: Path) -> list[tuple[Path, int]]:
     from ..train.checkpoint import TEMP_NAME
 
     folder = Path(folder)
-    dirs = [folder, folder / "checkpoints", *sorted((folder / "windows").glob("w*")),
-            *sorted((folder / "windows").glob("w*/checkpoints"))]
+    windows = [] if (folder / "windows").is_symlink() else [
+        *sorted((folder / "windows").glob("w*")), *sorted((folder / "windows").glob("w*/checkpoints"))]
+    dirs = [folder, folder / "checkpoints", *windows]
     removed = []
     for d in dirs:
         if not d.is_dir() or d.is_symlink():
