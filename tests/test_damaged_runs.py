@@ -291,3 +291,19 @@ def test_config_fifo_and_device_do_not_block(tmp_path):
         rc, err = child("train", cfg, "--out", tmp_path / "out", timeout=60)
         assert rc == 2 and one_paragraph(err) and match in flat(err), err
         assert not (tmp_path / "out").exists()
+
+
+def test_damaged_config_yaml_points_fifo_and_unknown_platform(done_run, tmp_path, capsys):
+    """A run's config.yaml that is not a mapping, a FIFO as --points (never opened), an
+    export platform jax.export would accept silently: exit 2, one paragraph."""
+    run = copy_run(done_run, tmp_path)
+    (run / "config.yaml").write_text("just a string\n")
+    rc, err = here(capsys, "eval", run)
+    assert rc == 2 and one_paragraph(err) and "config.yaml is damaged" in flat(err), err
+    os.mkfifo(tmp_path / "pts.csv")
+    rc, err = child("predict", done_run, "--points", tmp_path / "pts.csv", "--out", tmp_path / "p.csv",
+                    timeout=60)
+    assert rc == 2 and one_paragraph(err) and "is not a regular file" in flat(err), err
+    rc, err = here(capsys, "export", done_run, "--out", tmp_path / "m.jaxexport", "--platforms", "foo,cpu")
+    assert rc == 2 and one_paragraph(err) and "['foo'] not known" in flat(err), err
+    assert not (tmp_path / "m.jaxexport").exists() and not (tmp_path / "p.csv").exists()

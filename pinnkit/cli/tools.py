@@ -19,6 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..errors import PinnkitError
+
 
 def _numerics(run_dir) -> None:
     from ..run.rundir import read_config
@@ -81,6 +83,10 @@ def cmd_export(args) -> int:
     _check_out(Path(args.out))
     _numerics(args.run_dir)
     platforms = [p.strip() for p in args.platforms.split(",")] if args.platforms else None
+    known = ("cpu", "cuda", "rocm", "tpu")  # jax.export's platforms; it accepts any name silently
+    if platforms is not None and (bad := [p for p in platforms if p not in known]):
+        raise PinnkitError(f"--platforms {args.platforms!r}: {bad} not known; give a comma-separated "
+                           f"list of {', '.join(known)}")
     meta = export_run(args.run_dir, args.out, derivatives=args.derivatives, platforms=platforms)
     print(
         f"pinnkit: exported {meta['problem']} (step {meta['step']}, inputs {meta['inputs']['coords']}, "

@@ -38,6 +38,9 @@ class DataError(PinnkitError, ValueError):
 def read_table(path: str | Path) -> dict[str, np.ndarray]:
     """``{column: array}`` of a CSV, NPZ or NetCDF file (arrays as stored, not checked)."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, FIFO or device: never opened
+        raise DataError(f"observation file {str(path)!r} is not a regular file; give a .csv, .npz or .nc "
+                        "file")
     if not path.is_file():
         raise DataError(f"observation file {str(path)!r} not found (current folder: {Path.cwd()})")
     suffix = path.suffix.lower()

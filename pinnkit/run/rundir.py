@@ -62,6 +62,9 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
             "Train first with `pinnkit train CONFIG --out DIR`."
         )
     data = yamlsafe.loads(yamlsafe.read_text(path, "run config"), str(path)) or {}
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path} is damaged: it holds a YAML {type(data).__name__}, not the mapping "
+                          "of sections pinnkit writes. Restore it from a copy of the run")
     data.pop("versions", None)
     source_dir = data.pop("source_dir", None)
     return from_dict_with_overrides(data, overrides, str(path), source_dir)
