@@ -150,7 +150,8 @@ def test_checkpoint_of_another_layout_is_a_clear_error(tmp_path):
     from pinnkit.optim import NaturalGradientState, SafeguardedState
 
     z = jnp.zeros(())
-    path = ckpt.save(tmp_path, 3, ({"w": jnp.ones(4)}, NaturalGradientState(z.astype(jnp.int32), z)), {})
+    path = ckpt.save(tmp_path, 3, ({"w": jnp.ones(4)}, NaturalGradientState(z.astype(jnp.int32), z)),
+                     {"phase": 0})
     head, (params, _) = ckpt.load(path, ({"w": jnp.zeros(4)}, NaturalGradientState(z.astype(jnp.int32), z)))
     assert head["step"] == 3 and float(params["w"][0]) == 1.0
     with pytest.raises(RunDirError, match=r"step_00000003\.eqx: the checkpoint does not fit"):

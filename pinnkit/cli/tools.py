@@ -17,6 +17,9 @@ sets ``func`` like the other subcommands, so `pinnkit.cli.main` runs them and tu
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+from ..errors import PinnkitError
 
 
 def _numerics(run_dir) -> None:
@@ -26,12 +29,40 @@ def _numerics(run_dir) -> None:
     apply_numerics(read_config(run_dir), None)
 
 
-def cmd_predict(args) -> int:
-    from pathlib import Path
+def _check_out(out: Path) -> None:
+    """Refuses an ``--out`` file that cannot be written, before any work: a folder, or a
+    parent that is a file."""
+    from ..errors import RunDirError
 
+    if out.is_dir():
+        raise RunDirError(f"--out {out} is a folder; give a file name, e.g. {out / 'u.npz'}")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunDirError(f"--out {out}: {parent} is a file, not a folder; choose another --out")
+            break
+
+
+def _written(out: Path, write):
+    """``write()``, its failure to write (a read-only folder, a full disk) one paragraph,
+    the file it left half-written removed."""
+    from ..errors import RunDirError
+
+    existed = out.exists()
+    try:
+        return write()
+    except OSError as e:
+        if not existed:
+            out.unlink(missing_ok=True)
+        raise RunDirError(f"cannot write --out {out}: {e.strerror or e}. Choose a folder you can "
+                          "write to, on a file system with free space") from None
+
+
+def cmd_predict(args) -> int:
     from ..run.predict import predict, predict_grid
     from ..run.writers import write
 
+    _check_out(Path(args.out))
     _numerics(args.run_dir)
     if args.grid is not None:
         res = predict_grid(args.run_dir, args.grid, batch=args.batch)
@@ -40,7 +71,7 @@ def cmd_predict(args) -> int:
     else:
         res = predict(args.run_dir, points=args.points, batch=args.batch)
         what = f"{len(next(iter(res.values())))} points"
-    paths = write(Path(args.out), res)
+    paths = _written(Path(args.out), lambda: write(Path(args.out), res))
     more = f" (+ {len(paths) - 1} files, one per time)" if len(paths) > 1 else ""
     print(f"pinnkit: {what} written to {paths[0]}{more}", file=sys.stderr)
     return 0
@@ -49,8 +80,13 @@ def cmd_predict(args) -> int:
 def cmd_export(args) -> int:
     from ..run.export import export_run
 
+    _check_out(Path(args.out))
     _numerics(args.run_dir)
     platforms = [p.strip() for p in args.platforms.split(",")] if args.platforms else None
+    known = ("cpu", "cuda", "rocm", "tpu")  # jax.export's platforms; it accepts any name silently
+    if platforms is not None and (bad := [p for p in platforms if p not in known]):
+        raise PinnkitError(f"--platforms {args.platforms!r}: {bad} not known; give a comma-separated "
+                           f"list of {', '.join(known)}")
     meta = export_run(args.run_dir, args.out, derivatives=args.derivatives, platforms=platforms)
     print(
         f"pinnkit: exported {meta['problem']} (step {meta['step']}, inputs {meta['inputs']['coords']}, "

@@ -38,6 +38,9 @@ class DataError(PinnkitError, ValueError):
 def read_table(path: str | Path) -> dict[str, np.ndarray]:
     """``{column: array}`` of a CSV, NPZ or NetCDF file (arrays as stored, not checked)."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, FIFO or device: never opened
+        raise DataError(f"observation file {str(path)!r} is not a regular file; give a .csv, .npz or .nc "
+                        "file")
     if not path.is_file():
         raise DataError(f"observation file {str(path)!r} not found (current folder: {Path.cwd()})")
     suffix = path.suffix.lower()
@@ -51,7 +54,7 @@ def read_table(path: str | Path) -> dict[str, np.ndarray]:
             return _read_csv(path)
     except DataError:
         raise
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, csv.Error) as e:  # csv.Error: e.g. a field over csv's size limit
         raise DataError(f"observation file {str(path)!r} cannot be read: {e}") from None
     raise DataError(
         f"observation file {str(path)!r}: unknown format {suffix!r}; use .csv (header line of "
@@ -69,9 +72,9 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     cols: dict[str, list] = {h: [] for h in header}
     for i, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
-            raise DataError(
+            raise DataError(  # the file's own text is never quoted: it may be anything
                 f"observation file {str(path)!r}: data line {i} has {len(row)} values, the header "
-                f"has {len(header)} columns ({', '.join(header)})"
+                f"line has {len(header)} columns; give every line one value per column"
             )
         for h, v in zip(header, row, strict=True):
             cols[h].append(v.strip())
@@ -79,8 +82,8 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     for h, vals in cols.items():
         try:
             out[h] = np.array([float(v) if v not in ("", "NA", "nan", "NaN") else np.nan for v in vals])
-        except ValueError as e:
-            raise DataError(f"observation file {str(path)!r}: column {h!r} is not numeric ({e})") from None
+        except ValueError:  # refused by `_column` if pinnkit reads it, under the name it expects
+            out[h] = np.array(vals, dtype=object)
     return out
 
 
@@ -98,11 +101,20 @@ def _read_netcdf(path: Path) -> dict[str, np.ndarray]:
     return {str(c): np.asarray(df[c]) for c in df.columns}
 
 
+def _is_number(v) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _column(table: dict, path, name: str, role: str, n: int | None) -> np.ndarray:
     if name not in table:
-        raise DataError(
-            f"observation file {str(path)!r}: column {name!r} ({role}) is missing; the file has "
-            f"columns {sorted(table)}"
+        raise DataError(  # the header's text is not quoted: the file may be anything
+            f"observation file {str(path)!r}: column {name!r} ({role}) is missing; its header "
+            f"(a CSV's first line that is not a # comment, an NPZ's array names) has "
+            f"{len(table)} column(s), none named {name!r}"
         )
     a = np.asarray(table[name])
     if a.ndim != 1 or (n is not None and a.shape[0] != n):
@@ -114,7 +126,9 @@ def _column(table: dict, path, name: str, role: str, n: int | None) -> np.ndarra
     try:
         a = a.astype(np.float64)
     except (TypeError, ValueError):
-        raise DataError(f"observation file {str(path)!r}: column {name!r} ({role}) is not numeric") from None
+        row = next((i for i, v in enumerate(a.tolist()) if not _is_number(v)), 0)
+        raise DataError(f"observation file {str(path)!r}: column {name!r} ({role}) is not numeric "
+                        f"(first at row {row})") from None
     bad = ~np.isfinite(a)
     if bad.any():
         raise DataError(
@@ -165,7 +179,7 @@ def load_observations(
     if missing:
         raise DataError(
             f"observation file {str(path)!r}: no column given for coordinate(s) {missing}; map them "
-            f"with coords: {{coordinate: column}} (the file has columns {sorted(table)})"
+            f"with coords: {{coordinate: column}}"
         )
     first = cmap[names[0]]
     n = None

@@ -67,11 +67,6 @@ def export_run(run_dir: str | Path, out: str | Path, *, derivatives: bool = Fals
     coords, fields = data.problem.domain.coords, data.problem.out_names
     blob = export_network(data.network, len(coords), dtype, derivatives=derivatives, platforms=platforms)
     out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(bytes(blob))
-    except OSError as e:
-        raise PinnkitError(f"cannot write {out}: {e.strerror or e}") from None
     meta = {
         "format": "jax.export serialized Exported; load with jax.export.deserialize(bytearray(bytes))",
         "inputs": {"shape": ["b", len(coords)], "dtype": jnp.dtype(dtype).name, "coords": list(coords)},
@@ -83,5 +78,15 @@ def export_run(run_dir: str | Path, out: str | Path, *, derivatives: bool = Fals
         "step": data.step,
         "coeffs": {k: float(v) for k, v in data.coeffs.items()},
     }
-    Path(str(out) + ".json").write_text(json.dumps(meta, indent=2) + "\n")
+    side = Path(str(out) + ".json")
+    made = [p for p in (out, side) if not p.exists()]
+    try:  # both or neither: a failure removes what this call created
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(bytes(blob))
+        side.write_text(json.dumps(meta, indent=2) + "\n")
+    except OSError as e:
+        for p in made:
+            p.unlink(missing_ok=True)
+        raise PinnkitError(f"cannot write {out}: {e.strerror or e}. Choose a folder you can write "
+                           "to, on a file system with free space") from None
     return meta

@@ -15,7 +15,9 @@ Grid specs (``pinnkit predict --grid SPEC``): ``"N"`` (N points per dimension; o
 sphere N latitudes from pole to pole, 2(N - 1) longitudes, N times) or
 ``"x=-1:1:201,t=0:1:101"`` (``lo:hi:n`` per dimension, by dimension name; on the sphere
 ``lat``, ``lon`` in degrees and ``t``; dimensions not named take the default range and
-the last bare N given, or 101).
+the last bare N given, or 101). A range needs finite ``lo < hi`` (``lo == hi`` with
+``n = 1``: one slice), each dimension once; a grid whose points cannot fit the host's
+memory is refused before it is built.
 """
 
 from __future__ import annotations
@@ -99,28 +101,54 @@ def _parse(spec: str | int, names: list[str]) -> tuple[int, dict[str, tuple[floa
             raise PinnkitError(f"--grid {text!r}: {name!r} is not a coordinate; the coordinates are {names}")
         bits = rng.split(":")
         try:
+            if len(bits) != 3:
+                raise ValueError
             a, b, n = float(bits[0]), float(bits[1]), int(bits[2])
-        except (IndexError, ValueError):
+        except ValueError:
             raise PinnkitError(
                 f"--grid {text!r}: {part!r} must be {name}=lo:hi:n, e.g. {name}=0:1:101"
             ) from None
+        if name in given:
+            raise PinnkitError(f"--grid {text!r}: {name!r} is given twice; give each coordinate once")
         if n < 1:
             raise PinnkitError(f"--grid {text!r}: {part!r} needs n >= 1")
+        if not (np.isfinite(a) and np.isfinite(b)):
+            raise PinnkitError(f"--grid {text!r}: {part!r} needs finite lo and hi")
+        if not (a < b or (a == b and n == 1)):  # a reversed range would flip the axis unasked
+            raise PinnkitError(
+                f"--grid {text!r}: {part!r} needs lo < hi (or lo == hi with n = 1 for one "
+                f"slice); write {name}={min(a, b):g}:{max(a, b):g}:{n}"
+            )
         given[name] = (a, b, n)
     return default_n, given
 
 
-def _box_grid(spec, domain) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+def _size(spec, counts) -> int:
+    """The number of grid points, refused past 2**62 (before numpy overflows on it)."""
+    total = 1
+    for c in counts:
+        total *= int(c)
+    if total >= 2**62:
+        raise PinnkitError(f"--grid {str(spec).strip()!r}: {total:.3g} points; ask for fewer points")
+    return total
+
+
+def _box_grid(spec, domain, check) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
     lo, hi = domain.bounds()
     coords = list(domain.coords)
     n, given = _parse(spec, coords)
+    counts = [given[c][2] if c in given else n for c in coords]
+    check(_size(spec, counts))  # before any axis is built: n may be huge
     axes = {c: np.linspace(*given.get(c, (lo[i], hi[i], n))) for i, c in enumerate(coords)}
     return tuple(coords), axes
 
 
-def _sphere_grid(spec, dom: Sphere):
+def _sphere_grid(spec, dom: Sphere, check):
     names = (["t"] if dom.timed else []) + ["lat", "lon"]
     n, given = _parse(spec, names)
+    counts = [given[k][2] if k in given else d for k, d in
+              (("lat", n), ("lon", 2 * max(n - 1, 1)), *((("t", n),) if dom.timed else ()))]
+    check(_size(spec, counts))
     lat = np.linspace(*given.get("lat", (-90.0, 90.0, n)))
     # 2(N - 1) longitudes from 0 without 360 (the same point): the latitudes' spacing
     m = max(n - 1, 1)
@@ -141,17 +169,20 @@ def _sphere_grid(spec, dom: Sphere):
     return dims, axes, pts
 
 
-def grid_of(domain, spec: str | int = 101, units: dict[str, str] | None = None) -> Gridded:
-    """The empty `Gridded` (no fields) of grid spec ``spec`` (module docstring) on ``domain``."""
+def grid_of(domain, spec: str | int = 101, units: dict[str, str] | None = None,
+            check=lambda n_points: None) -> Gridded:
+    """The empty `Gridded` (no fields) of grid spec ``spec`` (module docstring) on ``domain``.
+    ``check(n_points)`` is called before anything of the grid's size is built (the memory
+    plan's `pinnkit.run.memplan.check_prediction`)."""
     units = dict(units or {})
     if isinstance(domain, Sphere):
-        dims, axes, pts = _sphere_grid(spec, domain)
+        dims, axes, pts = _sphere_grid(spec, domain, check)
         units = {**units, "lat": "degrees_north", "lon": "degrees_east"}
         if "t" in units:
             units["time"] = units["t"]
         return Gridded(dims, axes, pts, tuple(domain.coords), units=units,
                        attrs={"radius": str(domain.radius)})
-    dims, axes = _box_grid(spec, domain)
+    dims, axes = _box_grid(spec, domain, check)
     mesh = np.meshgrid(*(axes[d] for d in dims), indexing="ij")
     pts = np.stack([m.ravel() for m in mesh], axis=-1)
     mask = _inside(domain, pts).reshape(tuple(len(axes[d]) for d in dims))

@@ -171,6 +171,31 @@ def _refuse(parts: list[Part], need: float, avail: float, where: str, detail: st
     )
 
 
+def check_prediction(n_points: int, dim: int, n_fields: int, batch: int, width: int, mesh,
+                     dtype, points_key: str) -> None:
+    """Refuses a prediction (`pinnkit predict`) of ``n_points`` points of ``dim``
+    coordinates and ``n_fields`` fields, in batches of ``batch`` rows per device of a
+    network ``width`` wide, that cannot fit, before any point is built. Lower bounds: on
+    the host the float64 points (a grid is built through meshgrid: about three copies, and
+    the padded batches one more) and the fields (the sharded values, their assembly, the
+    gridded copy); per device one batch of inputs, outputs and two layers' activations."""
+    host = n_points * 8.0 * (4 * dim + 4 * n_fields) + n_points
+    if host > (avail := host_available()):
+        raise ConfigError(
+            f"{points_key}: {n_points:,} points need at least {host / GIB:.3g} GiB of host memory "
+            f"but {avail / GIB:.3g} GiB are available. Ask for fewer points (a coarser grid, or "
+            "x=lo:hi:n for the part you need), or split the points into several files"
+        )
+    device = mesh.devices.ravel()[0]
+    per_dev = max(1, min(batch, math.ceil(n_points / mesh.size)))
+    need = per_dev * (2 * width + dim + n_fields) * np.dtype(dtype).itemsize
+    if need > (avail := device_available(device)):
+        raise ConfigError(
+            f"--batch {batch}: {per_dev:,} points per {device.platform} device need at least "
+            f"{need / GIB:.3g} GiB but {avail / GIB:.3g} GiB are available; give a smaller --batch"
+        )
+
+
 def check(cfg: RunConfig, problem, mesh, build, fit_options: dict):
     """Refuses ``cfg`` if it cannot fit; otherwise returns ``build()`` (the `Run`),
     compiling the plan first when the run is large (see the module docstring)."""

@@ -55,12 +55,29 @@ def predict_network(network, points: np.ndarray, *, batch: int = 16384, dtype=jn
     return out
 
 
-def _load(run_dir):
+def _load(run_dir, batch):
+    """``(run data, dtype, batch)``: ``batch`` checked (a positive integer) before the run
+    is loaded, default the run's ``eval.batch``."""
     from .rundir import load_run
 
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int | np.integer)
+                              or batch < 1):
+        raise PinnkitError(f"--batch {batch}: give a positive number of points per device and batch "
+                           "(default: the run's eval.batch)")
     data = load_run(run_dir)
     dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
-    return data, dtype
+    return data, dtype, int(batch or data.config.eval.batch)
+
+
+def _plan(data, dtype, batch, mesh, points_key):
+    """``check(n_points)``: the memory plan of a prediction of this run (`memplan.check_prediction`)."""
+    from ..parallel.mesh import make_mesh
+    from . import memplan
+
+    mesh = make_mesh() if mesh is None else mesh
+    dim, m = data.problem.domain.dim, len(data.problem.out_names)
+    return lambda n: memplan.check_prediction(n, dim, m, batch, data.config.network.width, mesh,
+                                              dtype, points_key)
 
 
 def predict_grid(run_dir: str | Path, grid: str | int = 101, *, batch: int | None = None,
@@ -68,11 +85,11 @@ def predict_grid(run_dir: str | Path, grid: str | int = 101, *, batch: int | Non
     """The trained solution of ``run_dir`` on grid spec ``grid`` (`pinnkit.run.gridded`):
     a `Gridded` with one array per field over the grid's dimensions, NaN outside an
     irregular domain, and the units the problem declares (`Problem.units`)."""
-    data, dtype = _load(run_dir)
+    data, dtype, batch = _load(run_dir, batch)
     problem = data.problem
-    g = grid_of(problem.domain, grid, problem.units_map)
-    vals = predict_network(data.network, g.points, batch=batch or data.config.eval.batch, dtype=dtype,
-                           mesh=mesh)
+    g = grid_of(problem.domain, grid, problem.units_map,
+                check=_plan(data, dtype, batch, mesh, f"--grid {str(grid).strip()!r}"))
+    vals = predict_network(data.network, g.points, batch=batch, dtype=dtype, mesh=mesh)
     g = g.with_fields(vals, problem.out_names)
     g.attrs.update({"title": problem.description or problem.name, "problem": problem.name,
                     "step": str(data.step)})
@@ -96,7 +113,7 @@ def predict(run_dir: str | Path, points=None, grid=None, *, batch: int | None = 
         raise PinnkitError("predict: give either points (an array or a file) or a grid spec, not both")
     if grid is not None:
         return predict_grid(run_dir, grid, batch=batch, mesh=mesh).table()
-    data, dtype = _load(run_dir)
+    data, dtype, batch = _load(run_dir, batch)
     domain = data.problem.domain
     if isinstance(points, str | Path):
         pts = points_from_file(points, domain)
@@ -107,7 +124,8 @@ def predict(run_dir: str | Path, points=None, grid=None, *, batch: int | None = 
                 f"predict: points must have shape (n, {domain.dim}) for coordinates {domain.coords}, "
                 f"got {pts.shape}"
             )
-    vals = predict_network(data.network, pts, batch=batch or data.config.eval.batch, dtype=dtype, mesh=mesh)
+    _plan(data, dtype, batch, mesh, "--points")(pts.shape[0])
+    vals = predict_network(data.network, pts, batch=batch, dtype=dtype, mesh=mesh)
     out = {c: pts[:, i] for i, c in enumerate(domain.coords)}
     out.update({n: vals[:, i] for i, n in enumerate(data.problem.out_names)})
     return out

@@ -64,6 +64,9 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
             "Train first with `pinnkit train CONFIG --out DIR`."
         )
     data = yamlsafe.loads(yamlsafe.read_text(path, "run config"), str(path)) or {}
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path} is damaged: it holds a YAML {type(data).__name__}, not the mapping "
+                          "of sections pinnkit writes. Restore it from a copy of the run")
     data.pop("versions", None)
     source_dir = data.pop("source_dir", None)
     return from_dict_with_overrides(data, overrides, str(path), source_dir)
@@ -378,18 +381,41 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
 
 
 def _read_summary(out: Path) -> dict | None:
-    path = out / "summary.json"
-    try:
-        return jsonsafe.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
+    """summary.json's record, or None when it is missing or damaged (not a JSON object)."""
+    path = Path(out) / "summary.json"
+    try:  # is_file: a FIFO or device is not read
+        got = jsonsafe.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError, RecursionError):
         return None
+    return got if isinstance(got, dict) else None
 
 
 def _read_history(run_dir: Path) -> list[dict]:
+    """metrics.jsonl's records; damaged lines (not a JSON object) are skipped with one
+    warning, so that a damaged log never stops an evaluation."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return []
-    return [jsonsafe.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out, bad = [], []
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, ValueError) as e:
+        warnings.warn(f"cannot read {path} ({e}); the loss history is left out", stacklevel=2)
+        return []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = jsonsafe.loads(line)
+        except (ValueError, RecursionError):
+            rec = None
+        if isinstance(rec, dict) and isinstance(rec.get("step"), int):
+            out.append(rec)
+        else:
+            bad.append(i)
+    if bad:
+        warnings.warn(f"{path}: {len(bad)} damaged line(s) skipped (first: line {bad[0]})", stacklevel=2)
+    return out
 
 
 @dataclass
@@ -442,16 +468,16 @@ def load_run(run_dir: str | Path) -> RunData:
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
     run = build_run(cfg, with_mesh=False)
-    summary_path = run_dir / "summary.json"
-    summary = jsonsafe.loads(summary_path.read_text()) if summary_path.is_file() else None
+    summary = _read_summary(run_dir)
     if cfg.train.time_windows > 1:  # the piecewise model of the windows (pinnkit.train.windows)
         network, coeffs, step = load_windows(run, run_dir)
         return RunData(run_dir, cfg, run.problem, network, coeffs, step, _read_history(run_dir),
                        summary)
-    found = ckpt.latest_valid(run_dir / "checkpoints")
-    if found is None:
-        raise RunDirError(f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
-    path, head = found
+    path, head = ckpt.newest_valid(
+        run_dir / "checkpoints", f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
+    if head["step"] > run.total_steps:  # a run resumed with a larger train.steps keeps config.yaml's
+        warnings.warn(f"{path} is at step {head['step']}, past the {run.total_steps} steps of "
+                      f"{run_dir / 'config.yaml'} (a run resumed with more steps?)", stacklevel=2)
     params, static = split_model(run)
     params, _ = ckpt.load_model(path, head, params, run.phases, init_extra(run))
     network, coeffs = eqx.combine(params, static)
@@ -478,7 +504,12 @@ def plot_dir(run_dir: str | Path) -> list[Path]:
                                data.config.eval.batch, dtype)
     if not is_main_process():
         return []
-    return write_plots(run_dir, data.problem, grid, data.history)
+    try:
+        return write_plots(run_dir, data.problem, grid, data.history)
+    except OSError as e:  # a read-only folder, a full disk, plots/ that is a file
+        raise RunDirError(f"cannot write the plots in {Path(run_dir) / 'plots'}: {e.strerror or e}. "
+                          "Make the folder writable (or copy the run with `pinnkit slim`), "
+                          "then plot again") from None
 
 
 __all__ = ["RunData", "load_run", "train_to_dir", "evaluate_dir", "plot_dir", "versions"]

@@ -1,15 +1,16 @@
 """Bounded reading of YAML config text: every input is refused or parsed within a
 second and a few megabytes.
 
-- `read_text`: regular files only (a FIFO or ``/dev/zero`` is refused at once, without
-  blocking), at most `MAX_BYTES`, UTF-8 (an invalid byte is reported with its offset,
-  line and column).
+- `read_text`: regular files only (a folder, a FIFO or ``/dev/zero`` is refused at once,
+  without blocking or reading), at most `MAX_BYTES`, text (a NUL byte: a binary file) in
+  UTF-8 (an invalid byte is reported with its offset, line and column).
 - `loads`: a first pass over the parser's events (iterative, no recursion) refuses a
   document nested deeper than `MAX_DEPTH` or whose *expanded* size exceeds `MAX_NODES`
   nodes, counting each use of an alias ``*a`` as a copy of what ``&a`` names (a "billion
   laughs" document is refused after reading a few hundred events, before anything is
   built). The second pass builds the data with PyYAML's safe constructor, rejecting a key
-  given twice in one mapping (with both line numbers) instead of keeping the last.
+  given twice in one mapping, at any depth and in block or flow style (with both lines,
+  and columns when they share one), instead of keeping the last.
 
 Errors are `ConfigError` paragraphs naming the file (or ``--set`` value) and the fix.
 """
@@ -44,11 +45,15 @@ def read_text(path: Path, what: str = "config file") -> str:
         raise ConfigError(f"{what} {shown} not found (current folder: {Path.cwd()})") from None
     except OSError as e:
         raise ConfigError(f"{what} {shown} cannot be read: {e.strerror}") from None
+    # The kind is checked on the descriptor, before wrapping it: `os.fdopen` itself raises
+    # on a folder, and reading a device file would never end.
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise ConfigError(f"{what} {shown} is {kind}; a config must be a regular YAML file"
+                          + (_folder_hint(Path(path)) if stat.S_ISDIR(st.st_mode) else ""))
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-            raise ConfigError(f"{what} {shown} is {kind}; a config must be a regular YAML file")
         if st.st_size > MAX_BYTES:
             raise ConfigError(
                 f"{what} {shown} is {st.st_size / 2**20:.1f} MiB; configs are limited to "
@@ -58,6 +63,12 @@ def read_text(path: Path, what: str = "config file") -> str:
         data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:  # grew while being read
         raise ConfigError(f"{what} {shown} is larger than the {MAX_BYTES // 2**20} MiB limit")
+    if b"\0" in data:  # text never holds NUL; an executable, archive or image does
+        at = data.index(b"\0")
+        raise ConfigError(
+            f"{what} {shown} is a binary file (a NUL byte at offset {at}), not YAML text; "
+            "give the .yaml config file"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -69,6 +80,15 @@ def read_text(path: Path, what: str = "config file") -> str:
             "`iconv -f latin1 -t utf-8`)"
         ) from None
     return text.removeprefix("\ufeff")
+
+
+def _folder_hint(folder: Path) -> str:
+    """`` (e.g. FOLDER/a.yaml)``: a few of the configs in ``folder``, if it holds any."""
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))[:3]
+    except OSError:
+        return ""
+    return f" (this folder holds e.g. {', '.join(str(folder / n) for n in names)})" if names else ""
 
 
 def _check_size(text: str, where: str) -> None:
@@ -115,6 +135,14 @@ def _check_size(text: str, where: str) -> None:
         loader.dispose()
 
 
+def _at(node, other) -> str:
+    """``line L`` of ``node``, with its column when ``other`` is on the same line."""
+    mark, line = node.start_mark, node.start_mark.line + 1
+    if line != other.start_mark.line + 1:
+        return f"line {line}"
+    return f"line {line}, column {mark.column + 1}"
+
+
 class _Loader(_Base):
     """PyYAML's safe loader, refusing a key given twice in one mapping."""
 
@@ -126,14 +154,14 @@ class _Loader(_Base):
                     continue  # keys merged from `<<: *base` may be overridden on purpose
                 key = self.construct_object(key_node, deep=True)
                 try:
-                    first = seen.setdefault(key, key_node.start_mark.line + 1)
+                    first = seen.setdefault(key, key_node)
                 except TypeError:
                     continue  # an unhashable key: the constructor reports it
-                if first != key_node.start_mark.line + 1:
+                if first is not key_node:  # by node, not line: `{a: 1, a: 2}` is one line
                     raise ConfigError(
-                        f"{self.where}: key {key!r} is given twice in the same mapping, at line "
-                        f"{first} and line {key_node.start_mark.line + 1}; YAML would silently "
-                        "keep the last. Delete one of them"
+                        f"{self.where}: key {key!r} is given twice in the same mapping, at "
+                        f"{_at(first, key_node)} and {_at(key_node, first)}; YAML would "
+                        "silently keep the last. Delete one of them"
                     )
         return super().construct_mapping(node, deep)
 

@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import stat
 import time
 import warnings
 from importlib import metadata
@@ -171,16 +172,74 @@ def list_checkpoints(folder: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+# The header fields pinnkit reads, with their JSON types; the first four are required.
+# Unknown fields are kept (a newer pinnkit may add some).
+_REQUIRED = ("format", "step", "phase", "payload_sha256")
+_FIELDS = {"format": int, "step": int, "phase": int, "payload_sha256": str, "contents": str,
+           "model_sha256": str, "config_sha256": str, "n_devices": int, "n_processes": int,
+           "seed": int, "versions": dict, "time": str}
+_JSON_TYPES = {int: "an integer", str: "a string", dict: "an object"}
+
+
+def _json_kind(value) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number"}.get(type(value), "null")
+
+
+def check_header(head, name: str | None = None) -> dict:
+    """``head`` if it is a checkpoint header pinnkit can use, else ``ValueError`` saying
+    which field is missing or of which wrong type. Every reader of a checkpoint goes through
+    here (`read_header`), so a damaged header is one message in every command. ``name``
+    (the file's name, ``step_XXXXXXXX.eqx``) must agree with the header's step."""
+    if not isinstance(head, dict):
+        raise ValueError(f"the header is {_json_kind(head)}, not a JSON object")
+    for key in _REQUIRED:
+        if key not in head:
+            raise ValueError(f"the header has no {key!r} field")
+    for key, kind in _FIELDS.items():
+        value = head.get(key)
+        if key in head and (not isinstance(value, kind) or isinstance(value, bool)):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise ValueError(f"header field {key!r} is {_json_kind(value)} ({shown}), not "
+                             f"{_JSON_TYPES[kind]}")
+    if head["format"] != FORMAT:
+        raise ValueError(f"unknown checkpoint format {head['format']!r}")
+    for key in ("step", "phase", "n_devices", "n_processes", "seed"):
+        if key in head and head[key] < 0:
+            raise ValueError(f"header field {key!r} is {head[key]}, not an integer >= 0")
+    if name is not None and (m := _NAME.match(name)) and int(m.group(1)) != head["step"]:
+        raise ValueError(f"the header's step {head['step']} is not the file name's {int(m.group(1))}")
+    return head
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file ``path``: a FIFO, device or folder is refused without
+    blocking on it, and a link is followed only to a file in the same folder (a link out of
+    a run folder is not part of the run)."""
+    path = Path(path)
+    if path.is_symlink() and path.resolve().parent != path.parent.resolve():
+        raise ValueError(f"it is a link to {path.resolve()}, outside its folder")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ValueError("it is not a regular file (a FIFO, device or folder)")
+        return f.read()
+
+
 def read_header(path: Path) -> tuple[dict, bytes]:
-    """Header and payload of a checkpoint; raises ``ValueError`` if it is damaged."""
-    raw = Path(path).read_bytes()
+    """Header and payload of a checkpoint; raises ``ValueError`` if it is damaged (not a
+    regular file in its folder, no header line, a header field missing or of the wrong
+    type (`check_header`), or a payload that does not match its hash)."""
+    raw = _read_regular(path)
     line, sep, payload = raw.partition(b"\n")
     if not sep:
         raise ValueError("no header line")
-    head = json.loads(line)
-    if head.get("format") != FORMAT:
-        raise ValueError(f"unknown checkpoint format {head.get('format')!r}")
-    if hashlib.sha256(payload).hexdigest() != head.get("payload_sha256"):
+    try:
+        head = json.loads(line)
+    except RecursionError:  # `[[[[...` a hundred thousand deep
+        raise ValueError("the header is nested too deeply to be one") from None
+    head = check_header(head, Path(path).name)
+    if hashlib.sha256(payload).hexdigest() != head["payload_sha256"]:
         raise ValueError("payload hash mismatch (truncated or corrupted file)")
     return head, payload
 
@@ -222,14 +281,47 @@ def load_model(path: Path, head: dict, params, phases, extra):
     return tree[0], tree[2]
 
 
-def latest_valid(folder: Path) -> tuple[Path, dict] | None:
-    """The newest undamaged checkpoint and its header; damaged ones are skipped with a
-    warning."""
+def _scan(folder: Path) -> tuple[tuple[Path, dict] | None, list[str]]:
+    """The newest undamaged checkpoint in ``folder`` (or None), and why each newer one was
+    skipped (``"NAME: reason"``)."""
+    skipped = []
     for path in reversed(list_checkpoints(folder)):
         try:
             head, _ = read_header(path)
         except (OSError, ValueError) as e:
-            warnings.warn(f"skipping damaged checkpoint {path}: {e}", stacklevel=2)
+            skipped.append(f"{path.name}: {e.strerror if isinstance(e, OSError) and e.strerror else e}")
             continue
-        return path, head
-    return None
+        return (path, head), skipped
+    return None, skipped
+
+
+def _warn_skipped(folder: Path, skipped: list[str]) -> None:
+    for reason in skipped:
+        warnings.warn(f"skipping damaged checkpoint {Path(folder) / reason}", stacklevel=3)
+
+
+def latest_valid(folder: Path) -> tuple[Path, dict] | None:
+    """The newest undamaged checkpoint and its header; damaged ones are skipped with a
+    warning."""
+    found, skipped = _scan(folder)
+    _warn_skipped(folder, skipped)
+    return found
+
+
+def newest_valid(folder: Path, missing: str | None = None) -> tuple[Path, dict] | None:
+    """Like `latest_valid`, but a folder whose checkpoints are all damaged raises
+    `RunDirError`, one paragraph naming each file's damage (not a warning per file and
+    then "no checkpoint"); a folder without any checkpoint raises ``missing`` (a
+    `RunDirError` message), or returns None when ``missing`` is None."""
+    found, skipped = _scan(folder)
+    if found is None and skipped:
+        shown = "; ".join(skipped[:3]) + (f"; and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        raise RunDirError(
+            f"{folder}: every checkpoint is damaged ({shown}), so there is no model to load. "
+            "Restore the checkpoints/ files from a copy of the run, or train anew into this "
+            "folder with --overwrite (or into another --out)."
+        )
+    if found is None and missing is not None:
+        raise RunDirError(missing)
+    _warn_skipped(folder, skipped)
+    return found

@@ -102,8 +102,17 @@ def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
     warning) and the same on every process."""
     if ck_dir is None:
         return None
-    found = ckpt.latest_valid(ck_dir) if is_main_process() else None
-    step = int(broadcast_from_main(np.int64(found[1]["step"] if found else -1)))
+    found, err = None, None
+    if is_main_process():
+        try:  # checkpoints that are all damaged: refused, never taken for "no checkpoint"
+            found = ckpt.newest_valid(ck_dir)
+        except RunDirError as e:
+            err = e
+    step = int(broadcast_from_main(np.int64(-2 if err else found[1]["step"] if found else -1)))
+    if err is not None:
+        raise err
+    if step == -2:
+        raise RunDirError(f"process 0 found the checkpoints in {ck_dir} damaged (see its message)")
     if step < 0:
         return None
     path = ckpt.checkpoint_path(ck_dir, step)

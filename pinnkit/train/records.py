@@ -149,10 +149,17 @@ def truncate_metrics(path: Path | None, step: int) -> None:
     """Drops records of steps >= ``step`` (written after the checkpoint we resume from)."""
     if path is None or not path.exists() or not is_main_process():
         return
-    kept = [
-        line for line in path.read_text().splitlines()
-        if line.strip() and json.loads(line).get("step", math.inf) < step
-    ]
+    if not path.is_file():  # a FIFO is never read (it would block)
+        raise RunDirError(f"{path} is not a regular file; move it away, then resume")
+
+    def before(line: str) -> bool:  # damaged lines go (they were the log's, not the model's)
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(rec, dict) and isinstance(rec.get("step"), int) and rec["step"] < step
+
+    kept = [line for line in path.read_text(errors="replace").splitlines() if line.strip() and before(line)]
     ckpt.atomic_write_bytes(path, ("\n".join(kept) + "\n" if kept else "").encode())
 
 

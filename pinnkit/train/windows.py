@@ -261,7 +261,7 @@ def load_windows(run: Run, run_dir: Path) -> tuple[Windowed, dict, int]:
     nets, coeffs, steps, prev = [], {}, 0, None
     edges = window_edges(run.problem, run.n_windows)
     for w in range(run.n_windows):
-        found = ckpt.latest_valid(window_dir(run_dir, w) / "checkpoints")
+        found = ckpt.newest_valid(window_dir(run_dir, w) / "checkpoints")  # all damaged: raises
         if found is None:
             break
         path, head = found
