@@ -86,7 +86,9 @@ class Gridded:
         return cols
 
 
-def _parse(spec: str | int, names: list[str]) -> tuple[int, dict[str, tuple[float, float, int]]]:
+def _parse(spec: str | int, names: list[str] | None) -> tuple[int, dict[str, tuple[float, float, int]]]:
+    """``(default n, {coordinate: (lo, hi, n)})`` of a grid spec; ``names=None`` checks
+    everything but the coordinate names (`check_spec`)."""
     text = str(spec).strip()
     default_n, given = 101, {}
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -97,7 +99,7 @@ def _parse(spec: str | int, names: list[str]) -> tuple[int, dict[str, tuple[floa
             continue
         name, _, rng = part.partition("=")
         name = name.strip()
-        if name not in names:
+        if names is not None and name not in names:
             raise PinnkitError(f"--grid {text!r}: {name!r} is not a coordinate; the coordinates are {names}")
         bits = rng.split(":")
         try:
@@ -121,6 +123,12 @@ def _parse(spec: str | int, names: list[str]) -> tuple[int, dict[str, tuple[floa
             )
         given[name] = (a, b, n)
     return default_n, given
+
+
+def check_spec(spec: str | int) -> None:
+    """Refuses a malformed grid spec (counts, ranges, repeats) before a run is loaded:
+    loading builds the problem and network, seconds that a typo need not cost."""
+    _parse(spec, None)
 
 
 def _size(spec, counts) -> int:

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import PinnkitError
-from .gridded import Gridded, grid_of
+from .gridded import Gridded, check_spec, grid_of
 
 
 def points_from_file(path, domain, coords=None) -> np.ndarray:
@@ -85,6 +85,7 @@ def predict_grid(run_dir: str | Path, grid: str | int = 101, *, batch: int | Non
     """The trained solution of ``run_dir`` on grid spec ``grid`` (`pinnkit.run.gridded`):
     a `Gridded` with one array per field over the grid's dimensions, NaN outside an
     irregular domain, and the units the problem declares (`Problem.units`)."""
+    check_spec(grid)
     data, dtype, batch = _load(run_dir, batch)
     problem = data.problem
     g = grid_of(problem.domain, grid, problem.units_map,

@@ -467,14 +467,15 @@ def load_run(run_dir: str | Path) -> RunData:
     newest valid checkpoint), history and summary. Needs no mesh."""
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
+    if cfg.train.time_windows <= 1:  # checked before the build: a damaged run costs no compilation
+        path, head = ckpt.newest_valid(
+            run_dir / "checkpoints", f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
     run = build_run(cfg, with_mesh=False)
     summary = _read_summary(run_dir)
     if cfg.train.time_windows > 1:  # the piecewise model of the windows (pinnkit.train.windows)
         network, coeffs, step = load_windows(run, run_dir)
         return RunData(run_dir, cfg, run.problem, network, coeffs, step, _read_history(run_dir),
                        summary)
-    path, head = ckpt.newest_valid(
-        run_dir / "checkpoints", f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
     if head["step"] > run.total_steps:  # a run resumed with a larger train.steps keeps config.yaml's
         warnings.warn(f"{path} is at step {head['step']}, past the {run.total_steps} steps of "
                       f"{run_dir / 'config.yaml'} (a run resumed with more steps?)", stacklevel=2)

@@ -105,6 +105,9 @@ def slim_run(run_dir: str | Path, out: str | Path) -> dict:
         raise RunDirError(f"{out} exists and is not empty; choose a new --out folder (slim never overwrites)")
     if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents:
         raise RunDirError(f"--out {out} is inside the run folder {src}; choose a folder outside it")
+    if config.train.time_windows <= 1:  # damaged checkpoints refused before the build compiles
+        ckpt.newest_valid(src / "checkpoints",
+                          f"{src / 'checkpoints'}: no valid checkpoint to copy; was training started?")
     run = build_run(config, with_mesh=False)
     extra = init_extra(run)
     pieces = []  # (checkpoint folder, its newest checkpoint read once)
