@@ -195,6 +195,8 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
         "final_terms": last["terms"] if last else None,
         "rel_l2": errors.get("rel_l2", {}),
         "linf": errors.get("linf", {}),
+        # fields the errors compare less their means (pressure is defined up to a constant)
+        **({"gauge": run.problem.gauge_map} if run.problem.gauge and errors.get("rel_l2") else {}),
         "coeffs": {k: float(v) for k, v in res.coeffs.items()},
         **({"sampling_acceptance": acceptance} if acceptance else {}),
     }
@@ -467,7 +469,8 @@ def evaluate_dir(run_dir: str | Path) -> dict:
     errors, _ = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
                                  data.config.eval.batch, dtype, grid=False)
     extra = problem_metrics(data.problem, data.network, data.config.eval.batch, dtype, data.coeffs)
-    return {"step": data.step, **errors, **extra}
+    gauge = {"gauge": data.problem.gauge_map} if data.problem.gauge and errors.get("rel_l2") else {}
+    return {"step": data.step, **errors, **gauge, **extra}
 
 
 def plot_dir(run_dir: str | Path) -> list[Path]:
