@@ -440,9 +440,21 @@ class RunData:
 
 def load_run(run_dir: str | Path) -> RunData:
     """Loads a run directory: config, problem, trained network and coefficients (from the
-    newest valid checkpoint), history and summary. Needs no mesh."""
+    newest valid checkpoint), history and summary. Needs no mesh.
+
+    A float64 run (``numerics.x64: true``) needs ``jax.config.update("jax_enable_x64",
+    True)`` first, else a `RunDirError` says so. It does not switch float64 on itself:
+    the setting is global to the process and changes every array created afterwards, not
+    only this run's (a notebook's float32 work would silently turn float64 halfway), so
+    the library leaves ``jax.config`` to its caller (the ``pinnkit`` command: `pinnkit.cli.jaxsetup`).
+    """
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
+    if cfg.numerics.x64 and not jax.config.read("jax_enable_x64"):
+        raise RunDirError(
+            f"{run_dir} is a float64 run (numerics.x64: true) but JAX runs in float32: call "
+            'jax.config.update("jax_enable_x64", True) before pinnkit.load_run (once per process)'
+        )
     run = build_run(cfg, with_mesh=False)
     summary_path = run_dir / "summary.json"
     summary = jsonsafe.loads(summary_path.read_text()) if summary_path.is_file() else None
