@@ -78,3 +78,27 @@ def test_divisibility_error_names_every_term(capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert rc == 2 and "sampler.batch.pde=250" in err and "sampler.batch.initial=63" in err
     assert "boundary" not in err  # 64 divides by 4
+
+
+def test_example_descriptions_are_whole_sentences_without_issue_numbers():
+    from pinnkit.cli.examples import _summary
+
+    text = "# P1 in float64 to rel. L2 <= 1e-8 (Kiyani et al. 2025,\n# e.g. here): a net. More.\nx: 1\n"
+    assert _summary(text) == "P1 in float64 to rel. L2 <= 1e-8 (Kiyani et al. 2025, e.g. here): a net."
+    assert _summary("\n# No full stop\n# at all\n\n# later block.\n") == "No full stop at all"
+    for path in (ROOT / "configs").rglob("*.yaml"):
+        head = _summary(path.read_text())
+        assert head and head[-1] in ".!?" or len(head.split()) < 40, path
+        header = "".join(ln for ln in path.read_text().splitlines(True) if ln.startswith("#"))
+        assert not re.search(r"\b(issue|session)s?\b\s*\d", header, re.I), path
+
+
+def test_unknown_problem_suggests_the_closest_name():
+    from pinnkit.run.build import build_run
+
+    cfg = load_config(ROOT / "configs" / "tiny" / "poisson2d.yaml", ["problem.name=poison2d"])
+    with pytest.raises(ConfigError, match=r"unknown problem 'poison2d'\. Did you mean 'poisson2d'\?"):
+        build_run(cfg, with_mesh=False)
+    cfg = load_config(ROOT / "configs" / "tiny" / "poisson2d.yaml", ["problem.name=zzzz"])
+    with pytest.raises(ConfigError, match=r"unknown problem 'zzzz'\. Built-in"):  # nothing close
+        build_run(cfg, with_mesh=False)

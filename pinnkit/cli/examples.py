@@ -11,7 +11,9 @@ They are the repository's ``configs/`` folder, installed as the package data of
 from __future__ import annotations
 
 import importlib.resources
+import re
 import sys
+import textwrap
 from pathlib import Path
 
 from ..errors import PinnkitError
@@ -33,14 +35,27 @@ def example_files() -> dict[str, importlib.resources.abc.Traversable]:
     return out
 
 
+# Abbreviations whose full stop ends no sentence.
+_ABBREV = ("e.g.", "i.e.", "et al.", "cf.", "vs.", "approx.", "rel.", "Eq.", "Fig.")
+
+
 def _summary(text: str) -> str:
-    """The first comment line of a config (its description), without ``#``."""
+    """The first sentence of a config's leading comment block (its description), whole:
+    the comment lines joined, up to the first full stop (or ``!``/``?``) that ends a
+    sentence; the whole block when none does."""
+    lines = []
     for line in text.splitlines():
-        if line.startswith("#"):
-            return line.lstrip("#").strip()
-        if line.strip():
-            break
-    return ""
+        if not line.startswith("#"):
+            if line.strip() or lines:
+                break
+            continue
+        lines.append(line.lstrip("#").strip())
+    block = re.sub(r"\s+", " ", " ".join(lines)).strip()
+    for m in re.finditer(r"[.!?](?=\s|$)", block):
+        head = block[: m.end()]
+        if not head.endswith(_ABBREV):
+            return head
+    return block
 
 
 def copy_examples(dest: str | Path, overwrite: bool = False) -> list[Path]:
@@ -91,8 +106,11 @@ def cmd_examples(args) -> int:
                            "`pinnkit examples copy DIR`")
     files = example_files()
     width = max(len(n) for n in files)
+    pad = " " * (width + 2)  # a long first sentence continues under itself
     for name, res in files.items():
-        print(f"{name:<{width}}  {_summary(res.read_text())}")
+        text = textwrap.fill(_summary(res.read_text()), max(width + 42, 110), initial_indent=pad,
+                             subsequent_indent=pad, break_long_words=False, break_on_hyphens=False)
+        print(f"{name:<{width}}  {text[len(pad):]}")
     return 0
 
 

@@ -9,7 +9,7 @@ sets ``func`` like the other subcommands, so `pinnkit.cli.main` runs them and tu
     pinnkit predict RUN --grid "x=-1:1:256,t=0:1:100" --out u.nc
     pinnkit predict SPHERE_RUN --grid "lat=-90:90:91,t=0:12:13" --out h.nc   # lat/lon in degrees
     pinnkit predict RUN --grid 64 --out u.vts          # ParaView (.vtu needs the vtk extra)
-    pinnkit predict RUN --points stations.csv --out pred.csv
+    pinnkit predict RUN --points stations.csv --out pred.csv   # NaN outside the domain
     pinnkit export RUN --out model.jaxexport [--derivatives] [--platforms cpu,cuda]
     pinnkit slim RUN --out SMALL_RUN                 # the run without optimiser state
 """
@@ -17,9 +17,14 @@ sets ``func`` like the other subcommands, so `pinnkit.cli.main` runs them and tu
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 from ..errors import PinnkitError
+
+
+def _points(n: int) -> str:
+    return f"{n} point" if n == 1 else f"{n} points"
 
 
 def _numerics(run_dir) -> None:
@@ -59,18 +64,30 @@ def _written(out: Path, write):
 
 
 def cmd_predict(args) -> int:
-    from ..run.predict import predict, predict_grid
+    from ..run.predict import OutsideDomainWarning, predict, predict_grid
     from ..run.writers import write
 
     _check_out(Path(args.out))
     _numerics(args.run_dir)
     if args.grid is not None:
         res = predict_grid(args.run_dir, args.grid, batch=args.batch)
-        what = f"{res.points.shape[0]} points on a {' x '.join(map(str, res.shape))} grid " \
+        what = f"{_points(res.points.shape[0])} on a {' x '.join(map(str, res.shape))} grid " \
                f"({', '.join(res.dims)})"
     else:
-        res = predict(args.run_dir, points=args.points, batch=args.batch)
-        what = f"{len(next(iter(res.values())))} points"
+        with warnings.catch_warnings(record=True) as caught:  # the count, as one line of ours
+            warnings.simplefilter("always", OutsideDomainWarning)
+            res = predict(args.run_dir, points=args.points, batch=args.batch,
+                          allow_outside=args.allow_outside)
+        for w in caught:
+            if isinstance(w.message, OutsideDomainWarning):
+                m = w.message
+                fate = "extrapolated (--allow-outside)" if m.allowed else \
+                    "their values are NaN (use --allow-outside to extrapolate)"
+                print(f"pinnkit: {m.n_outside} of {m.n} points lie outside the domain; {fate}",
+                      file=sys.stderr)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        what = _points(len(next(iter(res.values()))))
     paths = _written(Path(args.out), lambda: write(Path(args.out), res))
     more = f" (+ {len(paths) - 1} files, one per time)" if len(paths) > 1 else ""
     print(f"pinnkit: {what} written to {paths[0]}{more}", file=sys.stderr)
@@ -117,8 +134,12 @@ def register(sub) -> None:
     where.add_argument("--points", metavar="FILE",
                        help="CSV/NPZ/NetCDF file with one column per coordinate")
     where.add_argument("--grid", metavar="SPEC",
-                       help="'N' per coordinate over the domain's box, or 'x=lo:hi:n,t=lo:hi:n' "
+                       help="'N' per coordinate over the domain's box (on the sphere: N "
+                            "latitudes, 2(N-1) longitudes, N times), or 'x=lo:hi:n,t=lo:hi:n' "
                             "(on the sphere: lat, lon in degrees, t)")
+    p.add_argument("--allow-outside", action="store_true",
+                   help="--points: keep the network's values at points outside the domain "
+                        "(extrapolation; by default they are NaN)")
     p.add_argument("--out", required=True, metavar="FILE", help="output .csv, .npz, .nc, .vtu or .vts")
     p.add_argument("--batch", type=int, metavar="N", help="points per device per batch (default eval.batch)")
     p.set_defaults(func=cmd_predict)

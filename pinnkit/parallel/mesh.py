@@ -12,6 +12,7 @@ every device of the mesh; only per-field sums cross processes.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import equinox as eqx
 import jax
@@ -124,18 +125,44 @@ def predict_sharded(fn, points: np.ndarray, mesh: Mesh, batch: int = 16384, dtyp
     return np.concatenate(rows), np.concatenate(vals)
 
 
-def field_errors_sharded(out_names, mean_free, pred: np.ndarray, ref: np.ndarray) -> dict:
+def gauge_of(gauge) -> dict[str, str]:
+    """``{field: kind}`` from a `Problem.gauge_map` or a sequence of mean-free names."""
+    return dict(gauge) if isinstance(gauge, Mapping) else {str(k): "mean" for k in gauge}
+
+
+def gauge_groups(problem, points: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(level, n_levels)``: the index of each evaluation point's time among the grid's
+    times, what a ``mean_per_time`` gauge averages over (one level when no field has it).
+    Computed from the whole grid, so every process agrees on the levels."""
+    if "mean_per_time" not in problem.gauge_map.values():
+        return np.zeros(points.shape[0], np.intp), 1
+    times, level = np.unique(points[:, problem.domain.coords.index("t")], return_inverse=True)
+    return level.ravel().astype(np.intp), int(times.shape[0])
+
+
+def field_errors_sharded(out_names, gauge, pred: np.ndarray, ref: np.ndarray,
+                         groups: tuple[np.ndarray, int] | None = None) -> dict:
     """`metrics.field_errors` from each process's rows: per-field sums in float64 on each
     host, added across processes. Same definitions (relative $L^2$, or RMS when the
-    reference is zero; $L^\\infty$; means removed for ``mean_free`` fields)."""
+    reference is zero; $L^\\infty$), fields with a gauge (``{field: kind}``, or a sequence
+    of ``mean`` fields) compared less their means: over all rows (``mean``) or over the
+    rows of each time level (``mean_per_time``; ``groups``: each row's level and the
+    number of levels, `gauge_groups`)."""
     p, r = pred.astype(np.float64), ref.astype(np.float64)
     n = allgather_host(np.float64(p.shape[0])).sum()
-    shift_p = np.zeros(p.shape[1])
-    shift_r = np.zeros(p.shape[1])
-    mf = np.array([name in mean_free for name in out_names])
-    if mf.any():
-        sums = allgather_host(np.stack([p.sum(0), r.sum(0)])).sum(0)
-        shift_p, shift_r = np.where(mf, sums[0] / n, 0.0), np.where(mf, sums[1] / n, 0.0)
+    shift_p = np.zeros(p.shape)
+    shift_r = np.zeros(p.shape)
+    level, n_levels = groups if groups is not None else (np.zeros(p.shape[0], np.intp), 1)
+    for i, kind in ((out_names.index(k), v) for k, v in gauge_of(gauge).items() if k in out_names):
+        if kind == "mean_per_time":  # per-level sums and counts, added across processes
+            local = np.stack([np.bincount(level, minlength=n_levels).astype(np.float64),
+                              np.bincount(level, p[:, i], n_levels), np.bincount(level, r[:, i], n_levels)])
+            cnt, sp, sr = allgather_host(local).sum(0)
+            cnt = np.maximum(cnt, 1.0)
+            shift_p[:, i], shift_r[:, i] = (sp / cnt)[level], (sr / cnt)[level]
+        else:
+            sums = allgather_host(np.stack([p[:, i].sum(), r[:, i].sum()])).sum(0)
+            shift_p[:, i], shift_r[:, i] = sums[0] / n, sums[1] / n
     diff = (p - shift_p) - (r - shift_r)
     local = np.stack([(diff**2).sum(0), ((r - shift_r) ** 2).sum(0)])
     sq = allgather_host(local).sum(0)
@@ -155,60 +182,94 @@ STREAM_ROWS = 1 << 22
 
 class _Moments:
     """Per-field running moments of $d = u - u^*$ and $u^*$ over row blocks (Chan et al.'s
-    pairwise update of centred sums), enough for `field_errors_sharded`'s definitions."""
+    pairwise update of centred sums), kept per group of rows (the time levels of a
+    ``mean_per_time`` gauge; one group otherwise), enough for `field_errors_sharded`'s
+    definitions."""
 
-    def __init__(self, m: int):
-        self.n = 0.0
-        self.mean = np.zeros((2, m))  # means of d and r
-        self.m2 = np.zeros((2, m))  # centred sums of squares of d and r
-        self.sq = np.zeros((2, m))  # raw sums of squares of d and r
-        self.hi = np.full(m, -np.inf)  # max d
-        self.lo = np.full(m, np.inf)  # min d
-        self.absmax = np.zeros(m)  # max |d|
+    def __init__(self, m: int, groups: int = 1):
+        self.n = np.zeros(groups)
+        self.mean = np.zeros((groups, 2, m))  # means of d and r
+        self.m2 = np.zeros((groups, 2, m))  # centred sums of squares of d and r
+        self.sq = np.zeros((groups, 2, m))  # raw sums of squares of d and r
+        self.hi = np.full((groups, m), -np.inf)  # max d
+        self.lo = np.full((groups, m), np.inf)  # min d
+        self.absmax = np.zeros((groups, m))  # max |d|
 
     def add(self, n, mean, m2, sq, hi, lo, absmax) -> None:
-        if n == 0:
-            return
+        """Adds the moments of other rows, group by group (``n``: rows per group)."""
         tot = self.n + n
+        zero = np.zeros_like(tot)
+        cross = np.divide(self.n * n, tot, out=zero.copy(), where=tot > 0)[:, None, None]
+        share = np.divide(n, tot, out=zero, where=tot > 0)[:, None, None]
         delta = mean - self.mean
-        self.m2 = self.m2 + m2 + delta**2 * (self.n * n / tot)
-        self.mean = self.mean + delta * (n / tot)
+        self.m2 = self.m2 + m2 + delta**2 * cross
+        self.mean = self.mean + delta * share
         self.n = tot
-        self.sq += sq
+        self.sq = self.sq + sq
         self.hi, self.lo = np.maximum(self.hi, hi), np.minimum(self.lo, lo)
         self.absmax = np.maximum(self.absmax, absmax)
 
-    def add_rows(self, pred: np.ndarray, ref: np.ndarray) -> None:
+    def add_rows(self, pred: np.ndarray, ref: np.ndarray, level: np.ndarray | None = None) -> None:
         d, r = pred.astype(np.float64) - ref.astype(np.float64), ref.astype(np.float64)
         if d.shape[0] == 0:
             return
-        both = np.stack([d, r])
-        mean = both.mean(1)
-        self.add(float(d.shape[0]), mean, ((both - mean[:, None]) ** 2).sum(1), (both**2).sum(1),
-                 d.max(0), d.min(0), np.abs(d).max(0))
+        g, m = self.n.shape[0], d.shape[1]
+        n, mean, m2, sq = np.zeros(g), np.zeros((g, 2, m)), np.zeros((g, 2, m)), np.zeros((g, 2, m))
+        hi, lo, absmax = np.full((g, m), -np.inf), np.full((g, m), np.inf), np.zeros((g, m))
+        if g == 1:
+            parts = [(0, slice(None))]
+        else:
+            order = np.argsort(level, kind="stable")
+            ids, starts = np.unique(level[order], return_index=True)
+            parts = list(zip(ids, np.split(order, starts[1:]), strict=True))
+        for k, rows in parts:
+            both = np.stack([d[rows], r[rows]])
+            mean[k] = both.mean(1)
+            n[k] = both.shape[1]
+            m2[k] = ((both - mean[k][:, None]) ** 2).sum(1)
+            sq[k] = (both**2).sum(1)
+            hi[k], lo[k], absmax[k] = both[0].max(0), both[0].min(0), np.abs(both[0]).max(0)
+        self.add(n, mean, m2, sq, hi, lo, absmax)
 
     def gathered(self) -> _Moments:
         """The moments of every process's rows together (a collective)."""
         if jax.process_count() == 1:
             return self
-        flat = np.concatenate([[self.n], self.mean.ravel(), self.m2.ravel(), self.sq.ravel(),
-                               self.hi, self.lo, self.absmax])
-        out = _Moments(self.hi.shape[0])
-        m = self.hi.shape[0]
+        g, m = self.hi.shape
+        flat = np.concatenate([self.n, self.mean.ravel(), self.m2.ravel(), self.sq.ravel(),
+                               self.hi.ravel(), self.lo.ravel(), self.absmax.ravel()])
+        out = _Moments(m, g)
         for row in allgather_host(flat):
-            parts = np.split(row[1:], np.cumsum([2 * m, 2 * m, 2 * m, m, m]))
-            out.add(row[0], *(p.reshape(2, m) for p in parts[:3]), *parts[3:])
+            parts = np.split(row, np.cumsum([g, 2 * g * m, 2 * g * m, 2 * g * m, g * m, g * m]))
+            out.add(parts[0], *(q.reshape(g, 2, m) for q in parts[1:4]),
+                    *(q.reshape(g, m) for q in parts[4:]))
         return out
 
-    def errors(self, out_names, mean_free) -> dict:
+    def errors(self, out_names, gauge) -> dict:
+        gauge = gauge_of(gauge)
+        total = self.n.sum()
+        if self.n.shape[0] == 1:
+            mean, m2, hi, lo = self.mean[0], self.m2[0], self.hi[0], self.lo[0]
+        else:  # the groups together (Chan's combination of centred sums)
+            w = self.n[:, None, None]
+            mean = (w * self.mean).sum(0) / total
+            m2 = self.m2.sum(0) + (w * (self.mean - mean) ** 2).sum(0)
+            hi, lo = self.hi.max(0), self.lo.min(0)
+        sq, absmax = self.sq.sum(0), self.absmax.max(0)
+        has = self.n > 0
         rel, inf = {}, {}
         for i, name in enumerate(out_names):
-            if name in mean_free:  # errors of the fields less their means
-                num, den = self.m2[0, i], self.m2[1, i]
-                linf = max(self.hi[i] - self.mean[0, i], self.mean[0, i] - self.lo[i])
+            kind = gauge.get(name)
+            if kind == "mean_per_time":  # less the mean of each time level
+                num, den = self.m2[has, 0, i].sum(), self.m2[has, 1, i].sum()
+                c = self.mean[has, 0, i]
+                linf = float(np.max(np.maximum(self.hi[has, i] - c, c - self.lo[has, i])))
+            elif kind is not None:  # less the mean over all rows
+                num, den = m2[0, i], m2[1, i]
+                linf = max(hi[i] - mean[0, i], mean[0, i] - lo[i])
             else:
-                num, den, linf = self.sq[0, i], self.sq[1, i], self.absmax[i]
-            rel[name] = float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num / self.n))
+                num, den, linf = sq[0, i], sq[1, i], absmax[i]
+            rel[name] = float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num / total))
             inf[name] = float(linf)
         return {"rel_l2": rel, "linf": inf}
 
@@ -223,15 +284,16 @@ def _reference_rows(problem, pts, rows, mesh, batch, dtype):
 
 
 def _streamed_errors(network, problem, pts, mesh, batch, dtype) -> dict:
-    acc = _Moments(len(problem.out_names))
+    level, n_levels = gauge_groups(problem, pts)
+    acc = _Moments(len(problem.out_names), n_levels)
     for start in range(0, pts.shape[0], STREAM_ROWS):
         block = pts[start : start + STREAM_ROWS]
         rows, pred = predict_sharded(network, block, mesh, batch, dtype)
         ref = _reference_rows(problem, block, rows, mesh, batch, dtype)
         inside = problem.domain.inside(block)  # shapes: the grid points in the domain
         ok = slice(None) if inside is None else inside[rows]
-        acc.add_rows(pred[ok], ref[ok])
-    return acc.gathered().errors(problem.out_names, problem.mean_free)
+        acc.add_rows(pred[ok], ref[ok], level[start : start + STREAM_ROWS][rows][ok])
+    return acc.gathered().errors(problem.out_names, problem.gauge_map)
 
 
 def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch: int = 16384,
@@ -264,7 +326,9 @@ def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch:
         ref = _reference_rows(problem, pts, rows, mesh, batch, dtype)
         inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
         ok = slice(None) if inside is None else inside[rows]
-        errors = field_errors_sharded(problem.out_names, problem.mean_free, pred[ok], ref[ok])
+        level, n_levels = gauge_groups(problem, pts)
+        errors = field_errors_sharded(problem.out_names, problem.gauge_map, pred[ok], ref[ok],
+                                      (level[rows][ok], n_levels))
     if not grid:
         return errors, None
 

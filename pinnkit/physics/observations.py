@@ -35,45 +35,46 @@ class DataError(PinnkitError, ValueError):
     """An observation file is missing, unreadable, or its columns are unusable."""
 
 
-def read_table(path: str | Path) -> dict[str, np.ndarray]:
-    """``{column: array}`` of a CSV, NPZ or NetCDF file (arrays as stored, not checked)."""
+def read_table(path: str | Path, what: str = "observation file") -> dict[str, np.ndarray]:
+    """``{column: array}`` of a CSV, NPZ or NetCDF file (arrays as stored, not checked);
+    ``what`` names the file in errors (``"points file"`` for `pinnkit predict --points`)."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a folder, FIFO or device: never opened
         raise DataError(f"observation file {str(path)!r} is not a regular file; give a .csv, .npz or .nc "
                         "file")
     if not path.is_file():
-        raise DataError(f"observation file {str(path)!r} not found (current folder: {Path.cwd()})")
+        raise DataError(f"{what} {str(path)!r} not found (current folder: {Path.cwd()})")
     suffix = path.suffix.lower()
     try:
         if suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 return {k: np.asarray(z[k]) for k in z.files}
         if suffix in (".nc", ".nc4", ".netcdf", ".cdf"):
-            return _read_netcdf(path)
+            return _read_netcdf(path, what)
         if suffix in (".csv", ".txt", ".dat"):
-            return _read_csv(path)
+            return _read_csv(path, what)
     except DataError:
         raise
     except (OSError, ValueError, csv.Error) as e:  # csv.Error: e.g. a field over csv's size limit
-        raise DataError(f"observation file {str(path)!r} cannot be read: {e}") from None
+        raise DataError(f"{what} {str(path)!r} cannot be read: {e}") from None
     raise DataError(
-        f"observation file {str(path)!r}: unknown format {suffix!r}; use .csv (header line of "
+        f"{what} {str(path)!r}: unknown format {suffix!r}; use .csv (header line of "
         "column names), .npz (numpy.savez, one 1-D array per column) or .nc (NetCDF)"
     )
 
 
-def _read_csv(path: Path) -> dict[str, np.ndarray]:
+def _read_csv(path: Path, what: str = "observation file") -> dict[str, np.ndarray]:
     with open(path, newline="") as fh:
         lines = [ln for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]
     rows = list(csv.reader(lines))
     if not rows:
-        raise DataError(f"observation file {str(path)!r} is empty (expected a header line of column names)")
+        raise DataError(f"{what} {str(path)!r} is empty (expected a header line of column names)")
     header = [h.strip() for h in rows[0]]
     cols: dict[str, list] = {h: [] for h in header}
     for i, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
             raise DataError(  # the file's own text is never quoted: it may be anything
-                f"observation file {str(path)!r}: data line {i} has {len(row)} values, the header "
+                f"{what} {str(path)!r}: data line {i} has {len(row)} values, the header "
                 f"line has {len(header)} columns; give every line one value per column"
             )
         for h, v in zip(header, row, strict=True):
@@ -87,12 +88,12 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _read_netcdf(path: Path) -> dict[str, np.ndarray]:
+def _read_netcdf(path: Path, what: str = "observation file") -> dict[str, np.ndarray]:
     try:
         import xarray as xr
     except ImportError:
         raise DataError(
-            f"observation file {str(path)!r} is NetCDF, which needs the optional packages xarray "
+            f"{what} {str(path)!r} is NetCDF, which needs the optional packages xarray "
             "and netCDF4 (or h5netcdf): pip install 'pinnkit[netcdf]'; or convert the file to "
             ".npz or .csv"
         ) from None
@@ -109,30 +110,34 @@ def _is_number(v) -> bool:
     return True
 
 
-def _column(table: dict, path, name: str, role: str, n: int | None) -> np.ndarray:
+def _column(table: dict, path, name: str, role: str, n: int | None,
+            what: str = "observation file") -> np.ndarray:
     if name not in table:
+        headerless = bool(table) and all(_is_number(k) for k in table)
         raise DataError(  # the header's text is not quoted: the file may be anything
-            f"observation file {str(path)!r}: column {name!r} ({role}) is missing; its header "
+            f"{what} {str(path)!r}: column {name!r} ({role}) is missing; its header "
             f"(a CSV's first line that is not a # comment, an NPZ's array names) has "
             f"{len(table)} column(s), none named {name!r}"
+            + ("; its first line looks like data: start the file with a header line naming the "
+               "columns" if headerless else "")
         )
     a = np.asarray(table[name])
     if a.ndim != 1 or (n is not None and a.shape[0] != n):
         want = f"({n},)" if n is not None else "(n,)"
         raise DataError(
-            f"observation file {str(path)!r}: column {name!r} ({role}) has shape {a.shape}; every "
+            f"{what} {str(path)!r}: column {name!r} ({role}) has shape {a.shape}; every "
             f"column must be 1-D of the same length, expected {want}"
         )
     try:
         a = a.astype(np.float64)
     except (TypeError, ValueError):
         row = next((i for i, v in enumerate(a.tolist()) if not _is_number(v)), 0)
-        raise DataError(f"observation file {str(path)!r}: column {name!r} ({role}) is not numeric "
+        raise DataError(f"{what} {str(path)!r}: column {name!r} ({role}) is not numeric "
                         f"(first at row {row})") from None
     bad = ~np.isfinite(a)
     if bad.any():
         raise DataError(
-            f"observation file {str(path)!r}: column {name!r} ({role}) has {int(bad.sum())} NaN or "
+            f"{what} {str(path)!r}: column {name!r} ({role}) has {int(bad.sum())} NaN or "
             f"infinite values (first at row {int(np.argmax(bad))}); drop those rows or fill them"
         )
     return a

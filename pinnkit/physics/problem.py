@@ -20,6 +20,9 @@ from ..geometry.domains import AbstractDomain
 from .coeffs import CoeffField, Constrained, constrained, values
 from .terms import AbstractTerm, Neumann, Robin
 
+# How a field defined up to a constant is compared with its reference (`Problem.gauge`).
+GAUGES = ("mean", "mean_per_time")
+
 
 class Problem(eqx.Module):
     """A PDE problem.
@@ -40,7 +43,13 @@ class Problem(eqx.Module):
     - `hard_constraint`: optional ``transform(x, y) -> y`` enforcing some terms exactly
       (used when the config sets ``network.hard_constraint: true``), and
       `enforced`: the names of the terms it makes redundant (dropped from the loss).
-    - `mean_free`: fields defined up to a constant (pressure): errors subtract means.
+    - `mean_free`: fields defined up to a constant (pressure): errors subtract means
+      (shorthand for ``gauge={field: "mean"}``).
+    - `gauge`: ``{field: kind}`` for fields the equations fix only up to a constant, so
+      every reported error compares them in that gauge (`GAUGES`): ``"mean"`` subtracts
+      from prediction and reference their means over the evaluation points (steady
+      incompressible pressure); ``"mean_per_time"`` subtracts their spatial means at each
+      time of the evaluation grid (unsteady pressure, defined up to a function $c(t)$).
     - `name`, `description`: for listings and plots.
     - `units`: ``{coordinate or field: unit}`` for the quantities that have one, as
       UDUNITS strings (``"day"``, ``"degC"``, ``"m s-1"``; ``"1"`` for dimensionless):
@@ -74,6 +83,8 @@ class Problem(eqx.Module):
     # (name, unit) pairs: a static field must be hashable; `units_map` is the dict
     units: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
     periodic: tuple[tuple[str, float], ...] = eqx.field(static=True, default=())
+    # (field, kind) pairs, hashable like `units`; `gauge_map` is the dict
+    gauge: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
 
     def __init__(
         self,
@@ -92,6 +103,7 @@ class Problem(eqx.Module):
         metrics=None,
         units: Mapping[str, str] | None = None,
         periodic: Mapping[str, float] | None = None,
+        gauge: Mapping[str, str] | None = None,
     ):
         self.domain = domain
         self.out_names = tuple(out_names)
@@ -114,7 +126,10 @@ class Problem(eqx.Module):
         self.reference = reference
         self.hard_constraint = hard_constraint
         self.enforced = tuple(enforced)
-        self.mean_free = tuple(mean_free)
+        declared = {str(k): "mean" for k in mean_free}
+        declared.update({str(k): str(v) for k, v in (gauge or {}).items()})
+        self.gauge = tuple(declared.items())
+        self.mean_free = tuple(declared)  # every gauged field (plots draw them less their means)
         self.name = name
         self.description = description
         self.metrics = metrics
@@ -142,6 +157,23 @@ class Problem(eqx.Module):
                 f"units name {stray}, which are neither coordinates {self.domain.coords} nor "
                 f"fields {self.out_names} of this problem"
             )
+        for fname, kind in self.gauge:
+            if fname not in self.out_names:
+                raise ValueError(
+                    f"gauge names field {fname!r}, which is not a field of this problem; its "
+                    f"fields are {self.out_names}"
+                )
+            if kind not in GAUGES:
+                raise ValueError(
+                    f"gauge of field {fname!r} is {kind!r}, which is not a gauge kind; the kinds "
+                    f"are {GAUGES} (mean: one constant over the evaluation points; "
+                    "mean_per_time: the spatial mean at each time)"
+                )
+            if kind == "mean_per_time" and "t" not in self.domain.coords:
+                raise ValueError(
+                    f"gauge of field {fname!r} is 'mean_per_time', but the domain has no time "
+                    f"coordinate (its coordinates are {self.domain.coords}); use 'mean'"
+                )
         unknown = set(self.trainable) - set(self.coeffs)
         if unknown:
             raise ValueError(
@@ -156,6 +188,11 @@ class Problem(eqx.Module):
     def units_map(self) -> dict[str, str]:
         """``{name: unit}`` of the coordinates and fields with a declared unit."""
         return dict(self.units)
+
+    @property
+    def gauge_map(self) -> dict[str, str]:
+        """``{field: gauge kind}`` of the fields defined up to a constant (`GAUGES`)."""
+        return dict(self.gauge)
 
     @property
     def layout(self) -> Layout:

@@ -370,7 +370,7 @@ def rossby_haurwitz(days: float = 1.0, wave: int = 4, omega_rh: float = 7.848e-6
         {"stream": Equation(stream), "vorticity": Equation(vorticity), "initial": Initial(fields, exact)},
         coeffs={"omega": om}, reference=exact,
         hard_constraint=InitialValue(0.0, days, exact, (psi_scale, zeta_scale)), enforced=("initial",),
-        mean_free=("psi",),
+        gauge={"psi": "mean_per_time"},  # defined up to a function of time
         name="rossby_haurwitz",
         description=f"C4: Rossby–Haurwitz wave {R} (barotropic), {days:g} days",
         metrics=sphere_metrics(domain, exact, fields, mean_free=("psi",)),

@@ -36,7 +36,7 @@ from ..geometry.distance import DistanceDirichlet
 from ..geometry.domains import Box, SpaceTime
 from ..nn.layers import HardDirichlet
 from ..physics.constraints import InitialValue
-from ..physics.problem import Problem
+from ..physics.problem import GAUGES, Problem
 from ..physics.terms import Equation
 
 KEY = "problem.params"
@@ -237,6 +237,7 @@ def expression(
     parameters: Mapping | None = None,
     define: Mapping | None = None,
     exact: Mapping | None = None,
+    gauge: Mapping | None = None,
     name: str = "expression",
     description: str = "",
 ) -> Problem:
@@ -259,6 +260,9 @@ def expression(
     - `exact`: ``{field: expression}`` for every field: the reference solution for errors.
       A warning (`ExactMismatchWarning`) is issued if it does not satisfy the conditions
       or equations on sampled points.
+    - `gauge`: ``{field: mean | mean_per_time}`` for fields the equations fix only up to a
+      constant (an incompressible pressure): errors compare them less their means over
+      the evaluation points (``mean_per_time``: at each time), `Problem.gauge`.
     - `name`, `description`: for listings.
 
     **Hard constraints** (used with ``network.hard_constraint: true``): a ``dirichlet``
@@ -354,12 +358,38 @@ def expression(
     problem = Problem(
         dom, field_names, terms, coeffs=params, reference=reference, hard_constraint=hard,
         enforced=enforced, name=name, description=description or "; ".join(texts),
+        gauge=_gauge(gauge, field_names, dom),
     )
     if reference is not None:
         check_exact(problem)
         if hard is not None:
             check_hard_value(problem, enforced[0], hard_outputs)
     return problem
+
+
+def _gauge(raw, field_names, dom) -> dict[str, str]:
+    """``problem.params.gauge`` checked: fields of the problem, kinds of `GAUGES`."""
+    key = f"{KEY}.gauge"
+    out = {}
+    for f, kind in _mapping(raw, key).items():
+        if f not in field_names:
+            raise ExprError(
+                f"{key}.{f}: {f!r} is not a field of the problem.{_suggest(f, field_names)} Fields: "
+                f"{', '.join(field_names)}; a gauge names a field defined up to a constant (a pressure)."
+            )
+        if kind not in GAUGES:
+            raise ExprError(
+                f"{key}.{f}: unknown gauge {kind!r}.{_suggest(kind, GAUGES)} Allowed: mean (errors "
+                "less the mean over the evaluation points), mean_per_time (less the spatial mean "
+                "at each time, for an unsteady pressure)."
+            )
+        if kind == "mean_per_time" and "t" not in dom.coords:
+            raise ExprError(
+                f"{key}.{f}: mean_per_time needs a time coordinate, and the domain has none "
+                f"({', '.join(dom.coords)}): use mean, or add t: [t0, t1] to {KEY}.domain."
+            )
+        out[str(f)] = str(kind)
+    return out
 
 
 def _hard_constraint(dom, field_names, params, kind, fs, g):

@@ -167,7 +167,7 @@ def periodic_flow(
         reference=reference,
         hard_constraint=HardDirichlet(*domain.bounds(), (), (0, 1), value=initial, t_axis=0),
         enforced=("initial",),
-        mean_free=("p",) if form == "velocity_pressure" else ("psi",),
+        gauge={"p" if form == "velocity_pressure" else "psi": "mean_per_time"},  # up to c(t)
         name="periodic_flow",
         description=f"2-D periodic flow, ν = {nu:g}, t ∈ [0, {T:g}]"
         + (", Kolmogorov forcing" if forcing else ""),

@@ -38,7 +38,7 @@ from ..train.phases import PHASES, AbstractPhase
 from ..train.sampling import Sampler
 from ..train.spec import Run, TimeWindows
 from ..train.weighting import Causal, Weighting
-from .config import RunConfig
+from .config import RunConfig, did_you_mean
 
 # Inside `reusing_problems`, the problem the plan built is the one `build_run` gets
 # (`_factory`): some references are solved when the problem is made (seconds).
@@ -93,7 +93,8 @@ def _factory(cfg: RunConfig):
         return memoized(load_callable(name, base_dir=base, what="problem.name"), f"{base}/{name}")
     extra = f"; from installed providers: {', '.join(sorted(provided))}" if provided else ""
     raise ConfigError(
-        f"problem.name: unknown problem {name!r}. Built-in problems: {', '.join(sorted(PROBLEMS))} "
+        f"problem.name: unknown problem {name!r}.{did_you_mean(name, [*PROBLEMS, *provided])} "
+        f"Built-in problems: {', '.join(sorted(PROBLEMS))} "
         f"(see `pinnkit problems`){extra}, or name your own factory as 'path/to/file.py:make_problem'."
     )
 

@@ -201,6 +201,13 @@ def _field(value, tp, path, where):
         ) from None
 
 
+def did_you_mean(name, valid) -> str:
+    """`` Did you mean 'x'?`` for the closest of ``valid`` to a mistyped ``name`` (difflib's
+    default cut-off), or ``""``: the hint of every unknown-key and unknown-name error."""
+    close = difflib.get_close_matches(str(name), list(valid), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
 def _build(cls, data: dict, path: str, where: str):
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.name != "source_dir"]
@@ -208,10 +215,8 @@ def _build(cls, data: dict, path: str, where: str):
     for k, v in data.items():
         key = f"{path}.{k}" if path else str(k)
         if k not in names:
-            close = difflib.get_close_matches(str(k), names, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(
-                f"{where}: unknown key {key!r}.{hint} Allowed keys"
+                f"{where}: unknown key {key!r}.{did_you_mean(k, names)} Allowed keys"
                 f"{' in ' + repr(path) if path else ''}: {', '.join(names)}."
             )
         kwargs[k] = _field(v, hints[k], key, where)

@@ -2,7 +2,8 @@
 
 For each field $u$: relative $L^2$ error $\\|u - u^*\\|_2 / \\|u^*\\|_2$ over the grid points
 (the absolute RMS error when $u^* \\equiv 0$) and $L^\\infty$ error $\\max |u - u^*|$. Fields
-listed in ``problem.mean_free`` (pressure) have their grid means removed first.
+with a gauge (``problem.gauge``: pressure) are compared less their means over the same
+points: one mean (``mean``) or the spatial mean at each time (``mean_per_time``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..parallel.mesh import gauge_groups, gauge_of
 from ..physics.host import HostFunction
 from ..physics.problem import Problem
 
@@ -73,13 +75,24 @@ class Predictor:
         return predict(self.fn, np.asarray(points), self.batch, self.dtype, jacobian=True)
 
 
-def field_errors(problem: Problem, pred: np.ndarray, ref: np.ndarray) -> dict[str, dict[str, float]]:
-    """``{"rel_l2": {field: e}, "linf": {field: e}}`` from ``(n, m)`` predictions/references."""
+def field_errors(problem: Problem, pred: np.ndarray, ref: np.ndarray,
+                 points: np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """``{"rel_l2": {field: e}, "linf": {field: e}}`` from ``(n, m)`` predictions/references
+    at ``points`` (needed only for a ``mean_per_time`` gauge), fields with a gauge compared
+    less their means."""
+    gauge = gauge_of(getattr(problem, "gauge_map", None) or problem.mean_free)
+    level = None
+    if "mean_per_time" in gauge.values():
+        level, _ = gauge_groups(problem, points)
     rel, linf = {}, {}
     for i, name in enumerate(problem.out_names):
         p = pred[:, i].astype(np.float64)
         r = ref[:, i].astype(np.float64)
-        if name in problem.mean_free:
+        if gauge.get(name) == "mean_per_time":
+            for k in np.unique(level):
+                at = level == k
+                p[at], r[at] = p[at] - p[at].mean(), r[at] - r[at].mean()
+        elif name in gauge:
             p, r = p - p.mean(), r - r.mean()
         diff = p - r
         nr = np.linalg.norm(r)
@@ -105,5 +118,5 @@ def evaluate(network, problem: Problem, resolution: int = 101, batch: int = 1638
     grid["ref"] = ref
     inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
     if inside is not None:
-        return field_errors(problem, pred[inside], ref[inside]), grid
-    return field_errors(problem, pred, ref), grid
+        return field_errors(problem, pred[inside], ref[inside], pts[inside]), grid
+    return field_errors(problem, pred, ref, pts), grid

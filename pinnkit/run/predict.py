@@ -14,13 +14,23 @@ columns (with the grid's ``shape``); `write_prediction` stores either by suffix
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
 from ..errors import PinnkitError
-from .gridded import Gridded, check_spec, grid_of
+from .gridded import Gridded, _inside, check_spec, grid_of
+
+
+class OutsideDomainWarning(UserWarning):
+    """`predict` was given points outside the run's domain (a hole, beyond its box, off the
+    sphere): their values are NaN unless ``allow_outside=True``. ``n_outside`` of ``n``."""
+
+    def __init__(self, message: str, n_outside: int, n: int, allowed: bool):
+        super().__init__(message)
+        self.n_outside, self.n, self.allowed = n_outside, n, allowed
 
 
 def points_from_file(path, domain, coords=None) -> np.ndarray:
@@ -28,12 +38,12 @@ def points_from_file(path, domain, coords=None) -> np.ndarray:
     ``{coordinate: column}``)."""
     from ..physics.observations import _column, read_table
 
-    table = read_table(path)
+    table = read_table(path, "points file")
     cmap = {c: c for c in domain.coords} | dict(coords or {})
     n = None
     cols = []
     for c in domain.coords:
-        a = _column(table, path, cmap[c], f"coordinate {c}", n)
+        a = _column(table, path, cmap[c], f"coordinate {c}", n, "points file")
         n = a.shape[0]
         cols.append(a)
     return np.stack(cols, axis=1)
@@ -98,13 +108,17 @@ def predict_grid(run_dir: str | Path, grid: str | int = 101, *, batch: int | Non
 
 
 def predict(run_dir: str | Path, points=None, grid=None, *, batch: int | None = None,
-            mesh=None) -> dict[str, np.ndarray]:
+            mesh=None, allow_outside: bool = False) -> dict[str, np.ndarray]:
     """The trained solution of ``run_dir`` at ``points`` or on ``grid``.
 
     **Arguments:**
     - `points`: an ``(n, d)`` array (coordinate order of the domain) or a table file path.
     - `grid`: a grid spec (`pinnkit.run.gridded`); exactly one of `points`, `grid`.
     - `batch`: rows per device per evaluation (default: the run's ``eval.batch``).
+    - `allow_outside`: keep the network's values at points outside the domain
+      (extrapolation). By default they are NaN, as grid outputs mask them: the network
+      is defined everywhere, but was trained only inside. Either way an
+      `OutsideDomainWarning` counts them.
 
     **Returns:** ``{coordinate: (n,), field: (n,)}`` numpy arrays, plus for a grid
     ``"shape"`` (the grid shape; rows in C order over its dimensions) and, on the sphere,
@@ -127,6 +141,16 @@ def predict(run_dir: str | Path, points=None, grid=None, *, batch: int | None = 
             )
     _plan(data, dtype, batch, mesh, "--points")(pts.shape[0])
     vals = predict_network(data.network, pts, batch=batch, dtype=dtype, mesh=mesh)
+    outside = ~_inside(domain, pts)  # the mask grid outputs use (Gridded.mask)
+    n_out = int(outside.sum())
+    if n_out:
+        if not allow_outside:
+            vals = vals.astype(np.result_type(vals.dtype, np.float32))
+            vals[outside] = np.nan
+        fate = "extrapolated (allow_outside)" if allow_outside else \
+            "their values are NaN (allow_outside=True to extrapolate)"
+        warnings.warn(OutsideDomainWarning(f"{n_out} of {pts.shape[0]} points lie outside the domain; {fate}",
+                                           n_out, pts.shape[0], allow_outside), stacklevel=2)
     out = {c: pts[:, i] for i, c in enumerate(domain.coords)}
     out.update({n: vals[:, i] for i, n in enumerate(data.problem.out_names)})
     return out

@@ -198,6 +198,8 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
         "final_terms": last["terms"] if last else None,
         "rel_l2": errors.get("rel_l2", {}),
         "linf": errors.get("linf", {}),
+        # fields the errors compare less their means (pressure is defined up to a constant)
+        **({"gauge": run.problem.gauge_map} if run.problem.gauge and errors.get("rel_l2") else {}),
         "coeffs": {k: float(v) for k, v in res.coeffs.items()},
         **({"sampling_acceptance": acceptance} if acceptance else {}),
     }
@@ -464,9 +466,21 @@ class RunData:
 
 def load_run(run_dir: str | Path) -> RunData:
     """Loads a run directory: config, problem, trained network and coefficients (from the
-    newest valid checkpoint), history and summary. Needs no mesh."""
+    newest valid checkpoint), history and summary. Needs no mesh.
+
+    A float64 run (``numerics.x64: true``) needs ``jax.config.update("jax_enable_x64",
+    True)`` first, else a `RunDirError` says so. It does not switch float64 on itself:
+    the setting is global to the process and changes every array created afterwards, not
+    only this run's (a notebook's float32 work would silently turn float64 halfway), so
+    the library leaves ``jax.config`` to its caller (the ``pinnkit`` command: `pinnkit.cli.jaxsetup`).
+    """
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
+    if cfg.numerics.x64 and not jax.config.read("jax_enable_x64"):
+        raise RunDirError(
+            f"{run_dir} is a float64 run (numerics.x64: true) but JAX runs in float32: call "
+            'jax.config.update("jax_enable_x64", True) before pinnkit.load_run (once per process)'
+        )
     if cfg.train.time_windows <= 1:  # checked before the build: a damaged run costs no compilation
         path, head = ckpt.newest_valid(
             run_dir / "checkpoints", f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
@@ -494,7 +508,8 @@ def evaluate_dir(run_dir: str | Path) -> dict:
     errors, _ = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
                                  data.config.eval.batch, dtype, grid=False)
     extra = problem_metrics(data.problem, data.network, data.config.eval.batch, dtype, data.coeffs)
-    return {"step": data.step, **errors, **extra}
+    gauge = {"gauge": data.problem.gauge_map} if data.problem.gauge and errors.get("rel_l2") else {}
+    return {"step": data.step, **errors, **gauge, **extra}
 
 
 def plot_dir(run_dir: str | Path) -> list[Path]:
