@@ -146,7 +146,19 @@ def evaluate(components: Sequence[Ex], leaves) -> list:
 
 
 def _pack(values: list, dtype) -> Array:
-    return jnp.stack([jnp.asarray(v, dtype) for v in values])
+    """The components as one ``(k,)`` vector, each written into place with ``where``.
+
+    Not ``jnp.stack``: inside ``shard_map`` the components can differ in their varying
+    manual axes (a constant, or a coordinate whose tangent does not vary over ``data``,
+    next to one that does: ``dirichlet: [-y, x]`` under a hard constraint), which
+    ``stack`` refuses while ``where``, like arithmetic, promotes its operands; a select
+    copies values exactly, so the vector is the same."""
+    k = len(values)
+    slot = jnp.arange(k)
+    out = jnp.zeros((k,), dtype)
+    for i, v in enumerate(values):
+        out = jnp.where(slot == i, jnp.asarray(v, dtype), out)
+    return out
 
 
 def residual_function(

@@ -19,6 +19,7 @@ chosen in proportion to its atom's measure), keeping the candidates on the piece
 
 import abc
 import math
+import weakref
 
 import equinox as eqx
 import jax
@@ -173,6 +174,29 @@ class Part(eqx.Module):
         return Part(self.atom, name, self.frame, self.flip, self.trims)
 
 
+_MEMO: dict[int, tuple] = {}  # id(shape) -> (weakref to it, {what: value})
+
+
+def memo(shape, what, make):
+    """``make()`` computed once per shape object (shapes are immutable): its boundary
+    parts, names and pieces, asked for once per piece, would otherwise be rebuilt each
+    time, $O(n^2)$ for a polygon of $n$ sides or a CSG tree of $n$ operands."""
+    hit = _MEMO.get(id(shape))
+    if hit is None or hit[0]() is not shape:
+        key = id(shape)
+        hit = (weakref.ref(shape, lambda _, key=key: _MEMO.pop(key, None)), {})
+        _MEMO[key] = hit
+    table = hit[1]
+    if what not in table:
+        table[what] = make()
+    return table[what]
+
+
+def all_parts(shape: "AbstractShape") -> tuple["Part", ...]:
+    """``shape.parts()``, built once per shape object (`memo`)."""
+    return memo(shape, "parts", shape.parts)
+
+
 class AbstractShape(AbstractDomain):
     """A 2-D or 3-D domain given by a signed distance (module docstring).
 
@@ -201,10 +225,15 @@ class AbstractShape(AbstractDomain):
     # --- the domain interface -----------------------------------------------------------
     def names(self) -> tuple[str, ...]:
         """Boundary names in order of first appearance."""
-        return tuple(dict.fromkeys(p.name for p in self.parts()))
+        return memo(self, "names", lambda: tuple(dict.fromkeys(p.name for p in all_parts(self))))
 
     def pieces(self) -> tuple[str, ...]:
-        return ("interior", "boundary", *(n for n in self.names() if n != "boundary"))
+        return memo(self, "pieces", lambda: ("interior", "boundary",
+                                             *(n for n in self.names() if n != "boundary")))
+
+    def check_piece(self, piece: str) -> None:
+        if piece not in memo(self, "piece set", lambda: frozenset(self.pieces())):
+            super().check_piece(piece)  # the error message
 
     def bounds(self):
         return self.bbox()
@@ -213,7 +242,15 @@ class AbstractShape(AbstractDomain):
         self.check_piece(piece)
         if piece == "interior":
             raise ValueError("piece_parts() needs a boundary piece, not 'interior'")
-        return tuple(p for p in self.parts() if piece == "boundary" or p.name == piece)
+        if piece == "boundary":
+            return all_parts(self)
+
+        def by_name():
+            out: dict[str, list] = {}
+            for p in all_parts(self):
+                out.setdefault(p.name, []).append(p)
+            return {k: tuple(v) for k, v in out.items()}
+        return memo(self, "by name", by_name).get(piece, ())
 
     def _eps(self, dtype) -> float:
         lo, hi = self.bbox()

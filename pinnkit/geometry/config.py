@@ -19,11 +19,15 @@ expressions (``2*pi``, ``0.41/2``). Every mistake raises `GeometryError` (a
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+
 from ..errors import ConfigError
-from .base import AbstractShape
+from .base import AbstractShape, tolerance
 from .csg import Difference, Intersection, Union
 from .domains import SpaceTime
 from .primitives2d import Ellipse, Polygon, Rectangle, Triangle
@@ -82,8 +86,11 @@ def _number(v, key: str):
     raise GeometryError(f"{key}: expected a number or a constant expression such as 2*pi, got {v!r}.")
 
 
-def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None) -> AbstractShape:
-    """The shape of one tree node (see the module docstring)."""
+def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None, *,
+                _features: list | None = None) -> AbstractShape:
+    """The shape of one tree node (see the module docstring). ``_features`` collects
+    ``[key, primitive, scale]`` for each primitive below the node (`build_domain` checks
+    their sizes against the float resolution)."""
     if not isinstance(node, Mapping) or len(node) != 1:
         raise GeometryError(
             f"{key}: a shape is a mapping with one key, its kind ({', '.join(KINDS)}), e.g. "
@@ -97,7 +104,8 @@ def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None)
     if kind in CSG:
         if not isinstance(spec, list | tuple) or len(spec) < 2:
             raise GeometryError(f"{here}: expected a list of at least two shapes, got {spec!r}.")
-        shapes = [build_shape(s, f"{here}.{i}", coords, base_dir) for i, s in enumerate(spec)]
+        shapes = [build_shape(s, f"{here}.{i}", coords, base_dir, _features=_features)
+                  for i, s in enumerate(spec)]
         dims = {s.dim for s in shapes}
         if len(dims) > 1:
             raise GeometryError(f"{here}: combines 2-D and 3-D shapes; use shapes of one dimension.")
@@ -123,11 +131,19 @@ def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None)
         raise GeometryError(f"{here}: missing {', '.join(missing)} (required: {', '.join(required)}).")
     try:
         if kind in TRANSFORMS:
-            inner = build_shape(spec["shape"], f"{here}.shape", coords, base_dir)
+            start = len(_features) if _features is not None else 0
+            inner = build_shape(spec["shape"], f"{here}.shape", coords, base_dir, _features=_features)
             args = {k: _number(v, f"{here}.{k}") for k, v in spec.items() if k != "shape"}
             fn = {"translate": translate, "rotate": rotate, "scale": scale}[kind]
-            return fn(inner, **args)
-        return _primitive(kind, spec, here, coords, base_dir)
+            out = fn(inner, **args)
+            if kind == "scale" and _features is not None and isinstance(args["factor"], float):
+                for f in _features[start:]:
+                    f[2] *= abs(args["factor"])
+            return out
+        out = _primitive(kind, spec, here, coords, base_dir)
+        if _features is not None:
+            _features.append([here, out, 1.0])
+        return out
     except ValueError as e:
         if isinstance(e, ConfigError):
             raise
@@ -203,6 +219,32 @@ def is_geometry(spec) -> bool:
     return isinstance(spec, Mapping) and any(k in KINDS for k in spec)
 
 
+def check_resolution(shape: AbstractShape, features) -> None:
+    """Refuses a primitive narrower than the run's float resolution at the domain's
+    extent: below `pinnkit.geometry.base.tolerance` (64 ulp of the bounding box's
+    diagonal, in float32 unless ``numerics.x64``) its surface cannot be told from its
+    centre, and a distance of it underflows (a hole of radius 1e-300 would leave u = 0)."""
+    x64 = bool(jax.config.read("jax_enable_x64"))
+    dtype = jnp.float64 if x64 else jnp.float32
+    lo, hi = shape.bbox()
+    extent = math.dist(lo, hi)
+    tol = tolerance(dtype, extent)
+    for key, prim, factor in features:
+        plo, phi = prim.bbox()
+        size = factor * min(b - a for a, b in zip(plo, phi, strict=True))
+        if size <= tol:
+            kind = key.rsplit(".", 1)[-1]
+            hint = "" if x64 else (f", or set numerics.x64: true (float64 resolves "
+                                   f"{tolerance(jnp.float64, extent):.3g} here)")
+            raise GeometryError(
+                f"{key}: the {kind} is {size:.3g} across, below the resolution of "
+                f"{jnp.dtype(dtype).name} for this domain (64 ulp of its extent {extent:.3g}: "
+                f"{tol:.3g}); points closer than that count as touching, so its boundary cannot "
+                f"be sampled nor its distance computed. Make it at least {tol:.3g} across, remove "
+                f"it{hint}."
+            )
+
+
 def build_domain(spec: Mapping, key: str = "problem.params.domain", base_dir=None):
     """A shape, or a `SpaceTime` over it, from ``{<kind>: ..., t: [t0, t1], coords: [...]}``;
     checks that the interior and every named boundary are non-empty."""
@@ -219,7 +261,9 @@ def build_domain(spec: Mapping, key: str = "problem.params.domain", base_dir=Non
     if coords is not None and (not names_ok or "t" in coords or len(set(coords)) != len(coords)):
         raise GeometryError(
             f"{key}.coords: expected distinct coordinate names other than 't', got {coords!r}.")
-    shape = build_shape({kinds[0]: spec[kinds[0]]}, key, coords, base_dir)
+    features: list = []
+    shape = build_shape({kinds[0]: spec[kinds[0]]}, key, coords, base_dir, _features=features)
+    check_resolution(shape, features)
     for piece in shape.pieces():
         try:
             shape.acceptance(piece)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .base import AbstractShape, Part
+from .base import AbstractShape, Part, all_parts
 
 
 def _trimmed(p: Part, extra: tuple, flip: bool = False) -> Part:
@@ -64,7 +64,7 @@ class Union(AbstractShape):
         out = []
         for i, s in enumerate(self.shapes):  # a coincident outer surface counts once: for the first
             others = tuple((o, 1.0, int(i < j)) for j, o in enumerate(self.shapes) if j != i)
-            out += [_trimmed(p, others) for p in s.parts()]
+            out += [_trimmed(p, others) for p in all_parts(s)]
         return tuple(out)
 
     def bbox(self):
@@ -99,7 +99,7 @@ class Intersection(AbstractShape):
         out = []
         for i, s in enumerate(self.shapes):
             others = tuple((o, -1.0, int(i < j)) for j, o in enumerate(self.shapes) if j != i)
-            out += [_trimmed(p, others) for p in s.parts()]
+            out += [_trimmed(p, others) for p in all_parts(s)]
         return tuple(out)
 
     def bbox(self):
@@ -130,8 +130,8 @@ class Difference(AbstractShape):
 
     def parts(self):
         # where the two surfaces coincide, the base's surface stays if the cut lies beyond it
-        outer = tuple(_trimmed(p, ((self.cut, 1.0, -1),)) for p in self.base.parts())
-        inner = tuple(_trimmed(p, ((self.base, -1.0, 0),), flip=True) for p in self.cut.parts())
+        outer = tuple(_trimmed(p, ((self.cut, 1.0, -1),)) for p in all_parts(self.base))
+        inner = tuple(_trimmed(p, ((self.base, -1.0, 0),), flip=True) for p in all_parts(self.cut))
         return outer + inner
 
     def bbox(self):

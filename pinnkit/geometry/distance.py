@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._types import Point, Scalar
-from .base import AbstractShape, Part
+from .base import AbstractShape, Part, all_parts
 from .domains import AbstractDomain, SpaceTime
 
 
@@ -90,7 +90,7 @@ def part_adf(part: Part, x: Point) -> Scalar:
 def signed_adf(shape: AbstractShape, x: Point) -> Scalar:
     """The shape's smooth signed ADF: positive inside, $\\approx$ distance near the
     boundary."""
-    phi = r_equiv([part_adf(p, x) for p in shape.parts()])
+    phi = r_equiv([part_adf(p, x) for p in all_parts(shape)])
     return jnp.where(shape.sdf(x) < 0, phi, -phi)
 
 

@@ -19,6 +19,7 @@ hard constraints are not offered on meshes: impose Dirichlet data as a loss term
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -119,7 +120,9 @@ class TriangleMesh(AbstractShape):
     def __init__(self, vertices, faces, name=None, names: Mapping | None = None, coords=("x", "y", "z")):
         import trimesh
 
-        m = trimesh.Trimesh(np.asarray(vertices, np.float64), np.asarray(faces, np.int64), process=True)
+        vertices = np.asarray(vertices, np.float64)
+        check_coordinates(vertices, "mesh")
+        m = trimesh.Trimesh(vertices, np.asarray(faces, np.int64), process=True)
         check_solid(m, "mesh")
         if m.volume < 0:
             m.invert()
@@ -138,13 +141,31 @@ class TriangleMesh(AbstractShape):
             raise ValueError(f"mesh file {str(path)!r} not found; give a path relative to the "
                              "config file or an absolute path")
         try:
-            m = trimesh.load(str(path), force="mesh")
-        except Exception as e:  # trimesh raises many types for unreadable files
-            raise ValueError(f"mesh file {str(path)!r} could not be read ({type(e).__name__}: {e})") from None
+            scale = float(scale)
+        except (TypeError, ValueError):
+            raise ValueError(f"mesh scale must be a number: actual={scale!r}") from None
+        # a negative scale mirrors the mesh (its normals then point inwards), 0 collapses it
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"mesh scale must be finite and > 0 (a factor applied to the file's "
+                             f"coordinates; a negative one would mirror the solid): actual={scale!r}")
+        what = f"mesh file {str(path)!r}"
+        truncated = _truncated_stl(path)
+        if truncated:
+            raise ValueError(f"{what} is truncated: {truncated}; export the mesh again")
+        try:
+            # unprocessed: processing drops NaN vertices, which then reads as a hole
+            m = trimesh.load(str(path), force="mesh", process=False)
+        except Exception as e:  # trimesh raises many types (even ImportError) for unreadable files
+            raise ValueError(f"{what} is truncated or not a mesh trimesh can read as "
+                             f"{path.suffix or 'a mesh'} ({type(e).__name__}); export it again as "
+                             "STL, OBJ, PLY or OFF") from None
         if len(m.faces) == 0:
-            raise ValueError(f"mesh file {str(path)!r} has no triangles")
-        check_solid(m, f"mesh file {str(path)!r}")
-        return TriangleMesh(np.asarray(m.vertices) * float(scale), m.faces, name, names, coords)
+            raise ValueError(f"{what} has no triangles (empty, truncated or not a mesh)")
+        check_coordinates(np.asarray(m.vertices), what)
+        check_coordinates(np.asarray(m.vertices) * scale, f"{what} scaled by {scale:g}")
+        m = trimesh.Trimesh(m.vertices, m.faces, process=True)  # what trimesh.load would give
+        check_solid(m, what)
+        return TriangleMesh(np.asarray(m.vertices) * scale, m.faces, name, names, coords)
 
     def trimesh(self):
         """The mesh as a ``trimesh.Trimesh`` (host-side queries)."""
@@ -195,6 +216,47 @@ class TriangleMesh(AbstractShape):
         import trimesh
 
         return -trimesh.proximity.signed_distance(self.trimesh(), np.asarray(points, np.float64))
+
+
+# Coordinates above this are refused: squared distances and the winding number's triple
+# products of such vertices overflow float32 (3.4e38) in the training step.
+MAX_COORDINATE = 1e12
+
+
+def check_coordinates(v: np.ndarray, what: str) -> None:
+    """Finite vertices of magnitude at most `MAX_COORDINATE`, else `ValueError` naming
+    the first offending vertex."""
+    bad = ~np.isfinite(v).all(axis=-1) if v.size else np.zeros(0, bool)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{what} has {int(bad.sum())} vertices that are not finite numbers "
+                         f"(NaN or infinity), the first vertex {i} at {v[i].tolist()}; fix or "
+                         "remove them in the file")
+    big = np.abs(v).max(axis=-1) > MAX_COORDINATE if v.size else np.zeros(0, bool)
+    if big.any():
+        i = int(np.flatnonzero(big)[0])
+        raise ValueError(f"{what} has coordinates beyond +-{MAX_COORDINATE:g} (vertex {i} at "
+                         f"{v[i].tolist()}), where distances overflow; rescale the mesh (mesh.scale) "
+                         "to the problem's units")
+
+
+def _truncated_stl(path: Path) -> str | None:
+    """Why a binary STL file is cut short (its header counts more triangles than it
+    holds), or None. An ASCII STL starts with ``solid`` and is left to trimesh."""
+    if path.suffix.lower() != ".stl":
+        return None
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(84)
+    if head[:5].lower() == b"solid":
+        return None
+    if size < 84:
+        return f"{size} bytes, less than a binary STL's 84-byte header"
+    count = int.from_bytes(head[80:84], "little")
+    want = 84 + 50 * count
+    if size < want:
+        return f"its header counts {count} triangles ({want} bytes), the file has {size} bytes"
+    return None
 
 
 def check_solid(m, what: str) -> None:

@@ -207,16 +207,14 @@ def polygon_vertices(vertices, what: str = "polygon") -> tuple[tuple, tuple[int,
     for i in np.flatnonzero(length <= tiny):
         raise ValueError(f"{what} is degenerate: vertices {i} and {(i + 1) % n} coincide at "
                          f"{v[i].tolist()}; remove the repeated vertex")
-    for i in range(n):
-        for j in range(i + 2, n):
-            if i == 0 and j == n - 1:
-                continue  # adjacent through the closing edge
-            if _segments_meet(v[i], v[(i + 1) % n], v[j], v[(j + 1) % n], tiny):
-                raise ValueError(
-                    f"{what} is self-intersecting: edge {i} ({v[i].tolist()} -> "
-                    f"{v[(i + 1) % n].tolist()}) meets edge {j} ({v[j].tolist()} -> "
-                    f"{v[(j + 1) % n].tolist()}); order the vertices along the boundary"
-                )
+    hit = _first_crossing(v, tiny)
+    if hit is not None:
+        i, j = hit
+        raise ValueError(
+            f"{what} is self-intersecting: edge {i} ({v[i].tolist()} -> "
+            f"{v[(i + 1) % n].tolist()}) meets edge {j} ({v[j].tolist()} -> "
+            f"{v[(j + 1) % n].tolist()}); order the vertices along the boundary"
+        )
     area = 0.5 * float(np.sum(v[:, 0] * np.roll(v[:, 1], -1) - np.roll(v[:, 0], -1) * v[:, 1]))
     if abs(area) <= 1e-12 * scale**2:
         raise ValueError(f"{what} is degenerate: its vertices {v.tolist()} enclose no area "
@@ -231,6 +229,62 @@ def polygon_vertices(vertices, what: str = "polygon") -> tuple[tuple, tuple[int,
     if area < 0:  # reversed: edge k runs along the given edge (n - 2 - k) mod n
         v, sides = v[::-1], tuple((n - 2 - k) % n for k in range(n))
     return tuple((float(a), float(b)) for a, b in v), sides
+
+
+_PAIRS = 1 << 20  # candidate edge pairs tested per numpy block
+
+
+def _first_crossing(v: np.ndarray, tol: float) -> tuple[int, int] | None:
+    """The first pair ``(i, j)``, ``i < j``, of non-adjacent edges that meet (as
+    `_segments_meet` decides), or None. A sweep over the edges sorted by their lowest
+    x: only pairs whose x-ranges overlap (within ``tol``) are tested, in vectorised
+    blocks, so a polygon of $n$ vertices costs about $O(n \log n)$, not $n^2/2$ tests."""
+    n = v.shape[0]
+    p, q = v, np.roll(v, -1, axis=0)
+    lo, hi = np.minimum(p, q), np.maximum(p, q)
+    order = np.argsort(lo[:, 0], kind="stable")
+    xs = lo[order, 0]
+    # edge order[a] overlaps, in x, the edges order[a+1 : end[a]]
+    end = np.searchsorted(xs, hi[order, 0] + 2 * tol, side="right")
+    count = np.maximum(end - np.arange(n) - 1, 0)
+    best = None
+    starts = np.concatenate([[0], np.cumsum(count)])
+    a0 = 0
+    while a0 < n:  # blocks of sorted edges whose pairs number about _PAIRS
+        a1 = int(np.searchsorted(starts, starts[a0] + _PAIRS, side="right"))
+        a1 = min(max(a1 - 1, a0 + 1), n)
+        c = count[a0:a1]
+        a = np.repeat(np.arange(a0, a1), c)
+        b = a + 1 + (np.arange(a.size) - np.repeat(starts[a0:a1] - starts[a0], c))
+        i, j = order[a], order[b]
+        i, j = np.minimum(i, j), np.maximum(i, j)
+        near = (lo[i, 1] <= hi[j, 1] + 2 * tol) & (lo[j, 1] <= hi[i, 1] + 2 * tol)
+        apart = (j - i >= 2) & ~((i == 0) & (j == n - 1))
+        i, j = i[near & apart], j[near & apart]
+        meet = _segments_meet_many(p[i], q[i], p[j], q[j], tol)
+        if meet.any():
+            k = np.lexsort((j[meet], i[meet]))[0]
+            cand = (int(i[meet][k]), int(j[meet][k]))
+            best = cand if best is None or cand < best else best
+        a0 = a1
+    return best
+
+
+def _segments_meet_many(p, q, r, s, tol) -> np.ndarray:
+    """`_segments_meet` over rows of ``(m, 2)`` arrays, the same tests elementwise."""
+    def orient(a, b, c):
+        return (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+
+    def on(a, b, c):
+        return (np.minimum(a[:, 0], b[:, 0]) - tol <= c[:, 0]) & (c[:, 0] <= np.maximum(a[:, 0], b[:, 0]) + tol) & \
+            (np.minimum(a[:, 1], b[:, 1]) - tol <= c[:, 1]) & (c[:, 1] <= np.maximum(a[:, 1], b[:, 1]) + tol)
+
+    o1, o2, o3, o4 = orient(p, q, r), orient(p, q, s), orient(r, s, p), orient(r, s, q)
+    big = np.max(np.abs(np.concatenate([p, q, r, s], axis=1)), axis=1)
+    t = tol * np.maximum(1.0, big)
+    cross = (((o1 > t) & (o2 < -t)) | ((o1 < -t) & (o2 > t))) & (((o3 > t) & (o4 < -t)) | ((o3 < -t) & (o4 > t)))
+    return cross | ((np.abs(o1) <= t) & on(p, q, r)) | ((np.abs(o2) <= t) & on(p, q, s)) | \
+        ((np.abs(o3) <= t) & on(r, s, p)) | ((np.abs(o4) <= t) & on(r, s, q))
 
 
 def _segments_meet(p, q, r, s, tol) -> bool:

@@ -45,7 +45,7 @@ from jaxtyping import Array, Float
 
 from .._types import Point
 from ..diffops import safe_atan2
-from .base import AbstractShape, Part, check_point
+from .base import AbstractShape, Part, all_parts, check_point
 from .primitives2d import Segment
 
 
@@ -167,7 +167,7 @@ def _corner(shape: AbstractShape, at, radius: float | None, terms: int | None, w
     lo, hi = shape.bbox()
     tol = 1e-9 * math.dist(lo, hi)
     far, dirs = math.inf, []  # nearest part not through c; (angle, extent) of each edge from c
-    for p in shape.parts():
+    for p in all_parts(shape):
         if isinstance(p.atom, Segment):
             a, b = _segment_world(p)
             d = _point_segment(c, a, b)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import AbstractShape, Frame, Part, check_point, check_positive
+from .base import AbstractShape, Frame, Part, all_parts, check_point, check_positive
 
 
 class Transformed(AbstractShape):
@@ -40,7 +40,7 @@ class Transformed(AbstractShape):
         return tuple(
             Part(p.atom, p.name, p.frame.then(self.frame), p.flip,
                  tuple((Transformed(o, self.frame), s, tie) for o, s, tie in p.trims))
-            for p in self.shape.parts()
+            for p in all_parts(self.shape)
         )
 
     def bbox(self):
