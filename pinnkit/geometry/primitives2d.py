@@ -276,13 +276,14 @@ def _segments_meet_many(p, q, r, s, tol) -> np.ndarray:
         return (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
 
     def on(a, b, c):
-        return (np.minimum(a[:, 0], b[:, 0]) - tol <= c[:, 0]) & (c[:, 0] <= np.maximum(a[:, 0], b[:, 0]) + tol) & \
-            (np.minimum(a[:, 1], b[:, 1]) - tol <= c[:, 1]) & (c[:, 1] <= np.maximum(a[:, 1], b[:, 1]) + tol)
+        lo, hi = np.minimum(a, b) - tol, np.maximum(a, b) + tol
+        return (lo[:, 0] <= c[:, 0]) & (c[:, 0] <= hi[:, 0]) & (lo[:, 1] <= c[:, 1]) & (c[:, 1] <= hi[:, 1])
 
     o1, o2, o3, o4 = orient(p, q, r), orient(p, q, s), orient(r, s, p), orient(r, s, q)
     big = np.max(np.abs(np.concatenate([p, q, r, s], axis=1)), axis=1)
     t = tol * np.maximum(1.0, big)
-    cross = (((o1 > t) & (o2 < -t)) | ((o1 < -t) & (o2 > t))) & (((o3 > t) & (o4 < -t)) | ((o3 < -t) & (o4 > t)))
+    cross = (((o1 > t) & (o2 < -t)) | ((o1 < -t) & (o2 > t))) & \
+        (((o3 > t) & (o4 < -t)) | ((o3 < -t) & (o4 > t)))
     return cross | ((np.abs(o1) <= t) & on(p, q, r)) | ((np.abs(o2) <= t) & on(p, q, s)) | \
         ((np.abs(o3) <= t) & on(r, s, p)) | ((np.abs(o4) <= t) & on(r, s, q))
 
