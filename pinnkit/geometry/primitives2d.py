@@ -238,7 +238,7 @@ def _first_crossing(v: np.ndarray, tol: float) -> tuple[int, int] | None:
     """The first pair ``(i, j)``, ``i < j``, of non-adjacent edges that meet (as
     `_segments_meet` decides), or None. A sweep over the edges sorted by their lowest
     x: only pairs whose x-ranges overlap (within ``tol``) are tested, in vectorised
-    blocks, so a polygon of $n$ vertices costs about $O(n \log n)$, not $n^2/2$ tests."""
+    blocks, so a polygon of $n$ vertices costs about O(n log n), not $n^2/2$ tests."""
     n = v.shape[0]
     p, q = v, np.roll(v, -1, axis=0)
     lo, hi = np.minimum(p, q), np.maximum(p, q)
