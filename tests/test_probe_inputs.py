@@ -6,6 +6,7 @@ The cases run once per module, two processes at a time; the CPU-time bound of th
 guard (a case killed after 120 s fails as "exit -9")."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("probe_inputs", ROOT / "scripts" / "probe_inputs.py")
 probe = importlib.util.module_from_spec(_spec)
+sys.modules["probe_inputs"] = probe  # its dataclasses look their module up there
 _spec.loader.exec_module(probe)
 
 NAMES = [c.name for c in probe.cases()]
