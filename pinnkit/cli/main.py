@@ -76,12 +76,11 @@ def cmd_train(args) -> int:
 def _train(args, out: Path, stop) -> int:
     from ..parallel.mesh import is_main_process
     from ..run.config import load_config
+    from ..run.folder import stranded
     from ..run.rundir import read_config, recover_dir, train_to_dir
 
     resume = _resume_mode(args)
     spec = _processes(args)
-    if not args.dry_run:  # an old run a killed --overwrite left aside: back before reading
-        recover_dir(out)
     overrides = list(args.set or [])
     if args.devices is not None:  # per process; the mesh spans all processes
         overrides.append(f"mesh.data={args.devices * spec.num_processes}")
@@ -89,6 +88,10 @@ def _train(args, out: Path, stop) -> int:
     for key in ("accumulate", "remat", "donate"):
         if getattr(args, key) is not None:
             overrides.append(f"train.{key}={str(getattr(args, key)).lower()}")
+    if args.config is None and not args.dry_run and stranded(out) is not None:
+        # the folder's config.yaml is the half-started run's: recover first (this rare path
+        # starts JAX's backend before the numerics, so --devices cannot add CPU devices here)
+        recover_dir(out)
     if args.config is None:
         if not (resume and args.out):
             raise PinnkitError("train needs a CONFIG file (or --out DIR --resume to continue a run)")
@@ -96,7 +99,11 @@ def _train(args, out: Path, stop) -> int:
     else:
         _check_config_exists(args.config)
         cfg = load_config(args.config, overrides)
+    # Numerics (x64, virtual CPU devices) before anything starts JAX's backend; recovery
+    # asks it for the process index.
     apply_numerics(cfg, args.devices)
+    if not args.dry_run:  # an old run a killed --overwrite left aside: back before training
+        recover_dir(out)
     stall = args.stall_timeout if args.stall_timeout is not None else (900.0 if spec.multi else 0.0)
     fit_options = dict(accumulate=cfg.train.accumulate, remat=cfg.train.remat,
                        donate=cfg.train.donate, stall_timeout=stall)

@@ -39,6 +39,8 @@ from .config import RunConfig, dump_config
 from .folder import OWN_NAMES, Replaced, RunLock, earned_checkpoint, recover, remove_temp_files, stranded
 from .live import start_live_logging
 from .metrics import Predictor, predict
+from .records_io import read_history as _read_history
+from .records_io import read_summary as _read_summary
 
 versions = ckpt.package_versions
 
@@ -380,44 +382,6 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
         if want_plots:
             write_plots(out, run.problem, grid, history)
     return summary
-
-
-def _read_summary(out: Path) -> dict | None:
-    """summary.json's record, or None when it is missing or damaged (not a JSON object)."""
-    path = Path(out) / "summary.json"
-    try:  # is_file: a FIFO or device is not read
-        got = jsonsafe.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError, RecursionError):
-        return None
-    return got if isinstance(got, dict) else None
-
-
-def _read_history(run_dir: Path) -> list[dict]:
-    """metrics.jsonl's records; damaged lines (not a JSON object) are skipped with one
-    warning, so that a damaged log never stops an evaluation."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    out, bad = [], []
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, ValueError) as e:
-        warnings.warn(f"cannot read {path} ({e}); the loss history is left out", stacklevel=2)
-        return []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = jsonsafe.loads(line)
-        except (ValueError, RecursionError):
-            rec = None
-        if isinstance(rec, dict) and isinstance(rec.get("step"), int):
-            out.append(rec)
-        else:
-            bad.append(i)
-    if bad:
-        warnings.warn(f"{path}: {len(bad)} damaged line(s) skipped (first: line {bad[0]})", stacklevel=2)
-    return out
 
 
 @dataclass
