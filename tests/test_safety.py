@@ -361,7 +361,8 @@ def test_a_link_named_like_the_aside_folder_is_refused_not_followed(done_run, tm
     for cmd in (["train", "--resume", "--out", out, *FAST], ["eval", out]):
         rc, err, _, _ = run_cli(*cmd)
         assert rc == 2 and one_paragraph(err), (cmd, err)
-        assert f"{out}/.pinnkit-replacing is a link" in " ".join(err.split()), (cmd, err)
+        # compared without whitespace: the paragraph may wrap at the path's hyphen
+        assert f"{out}/.pinnkit-replacingisalink" in "".join(err.split()), (cmd, err)
         assert hashes(out) == before and hashes(victim) == theirs, cmd
 
 
