@@ -38,14 +38,11 @@ def _check_out(out: Path) -> None:
     """Refuses an ``--out`` file that cannot be written, before any work: a folder, or a
     parent that is a file."""
     from ..errors import RunDirError
+    from ..run.folder import check_parent
 
     if out.is_dir():
         raise RunDirError(f"--out {out} is a folder; give a file name, e.g. {out / 'u.npz'}")
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise RunDirError(f"--out {out}: {parent} is a file, not a folder; choose another --out")
-            break
+    check_parent(out)
 
 
 def _written(out: Path, write):

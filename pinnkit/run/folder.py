@@ -307,3 +307,13 @@ def remove_temp_files(folder: Path) -> list[tuple[Path, int]]:
                 p.unlink(missing_ok=True)
                 removed.append((p, size))
     return removed
+
+
+def check_parent(out: Path) -> None:
+    """Refuses an output path whose nearest existing parent is a file (nothing under it
+    can be written, for root too), before any work."""
+    for parent in Path(out).parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunDirError(f"--out {out}: {parent} is a file, not a folder; choose another --out")
+            return

@@ -31,7 +31,7 @@ from ..train import checkpoint as ckpt
 from ..train.step import init_extra, split_model
 from ..train.windows import window_dir, window_run
 from .build import build_run
-from .folder import ASIDE_NAME, LOCK_NAME
+from .folder import ASIDE_NAME, LOCK_NAME, check_parent
 from .rundir import read_config
 
 __all__ = ["slim_run", "OWN"]
@@ -96,11 +96,7 @@ def slim_run(run_dir: str | Path, out: str | Path) -> dict:
     "bytes_before": int, "bytes_after": int}`` (the checkpoint folders' sizes)."""
     src, out = Path(run_dir), Path(out)
     config = read_config(src)  # names the folder when it is not a run folder
-    for parent in out.parents:  # refused before any work: the copy could not be written
-        if parent.exists():
-            if not parent.is_dir():
-                raise RunDirError(f"--out {out}: {parent} is a file, not a folder; choose another --out")
-            break
+    check_parent(out)  # refused before any work: the copy could not be written
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise RunDirError(f"{out} exists and is not empty; choose a new --out folder (slim never overwrites)")
     if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents:
