@@ -356,7 +356,31 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
                log_every=t.log_every, eval_every=t.eval_every,
                checkpoint_every=cfg.checkpoint.every, checkpoint_keep=cfg.checkpoint.keep,
                windows=windows, divergence_factor=t.divergence_factor, max_time=t.max_time,
+               max_cpu_time=t.max_cpu_time,
                name=cfg.problem.name, record=cfg.to_dict(), config=cfg)
+
+
+def config_callbacks(cfg: RunConfig, problem: Problem) -> tuple:
+    """The callbacks a config asks for (``train.early_stopping``), its metric checked
+    against what ``problem``'s evaluations hold (a reference's fields for ``rel_l2``/``linf``)."""
+    from ..train.callbacks import EarlyStopping
+
+    es = cfg.train.early_stopping
+    if es is None:
+        return ()
+    head, _, name = es.metric.replace("/", ".").partition(".")
+    known = {"rel_l2": problem.out_names if problem.reference is not None else (),
+             "linf": problem.out_names if problem.reference is not None else ()}
+    if head in known and name not in known[head]:
+        fix = (f"one of {', '.join(f'{head}.{n}' for n in known[head])}" if known[head] else
+               "a metrics.NAME of the problem's (it has no reference solution to compare with)")
+        raise ConfigError(f"train.early_stopping.metric: {es.metric!r} is not evaluated; "
+                          f"choose {fix}")
+    if head not in (*known, "metrics", "coeffs"):
+        hint = did_you_mean(head, [*known, "metrics"])
+        raise ConfigError(f"train.early_stopping.metric: {es.metric!r}: expected rel_l2.FIELD, "
+                          f"linf.FIELD, metrics.NAME or coeffs.NAME.{hint}")
+    return (EarlyStopping(es.metric, es.patience, es.min_delta, es.mode),)
 
 
 def _check_whole_loss(cfg: RunConfig, phases) -> None:

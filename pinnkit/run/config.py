@@ -90,13 +90,13 @@ def _convert(value, tp, path: str, where: str):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        for a in args:
-            if a is type(None):
-                continue
+        alts = [a for a in args if a is not type(None)]
+        for a in alts:
             try:
                 return _convert(value, a, path, where)
-            except (_Mismatch, ConfigError):
-                continue
+            except (_Mismatch, ConfigError) as e:  # X | None: a mistake inside X is the message
+                if isinstance(e, ConfigError) and len(alts) == 1:
+                    raise
         raise _Mismatch
     if origin is Literal:
         if value in typing.get_args(tp):
@@ -322,8 +322,8 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)
     _check(t.divergence_factor > 1, where, "train.divergence_factor", "expected a number > 1",
            t.divergence_factor)
-    if t.max_time is not None:
-        _check(t.max_time > 0, where, "train.max_time", "expected seconds > 0 or null", t.max_time)
+    for key, msg, value in t.problems():  # time limits, early stopping
+        _check(False, where, f"train.{key}", msg, value)
     phases = cfg.optim.phases
     _check(len(phases) >= 1, where, "optim.phases", "expected at least one phase", phases)
     nulls = [i for i, p in enumerate(phases) if p.steps is None]

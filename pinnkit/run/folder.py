@@ -15,11 +15,12 @@ renames inside the folder, into ``RUN/.pinnkit-replacing/``, which is renamed
 ``RUN/.pinnkit-replaced/`` once every file is in it. The old run is deleted only once the
 new one has *earned* a checkpoint: one written at a scheduled step (``checkpoint.every``,
 so after real training), or the final one of a run that ended ``successful``,
-``converged`` or ``max_time`` past step 0. A new run that diverges, turns non-finite, is
-stopped by a signal or fails before that has its files deleted and the old run moved
-back unchanged. A replacement killed outright (SIGKILL, a node lost) leaves the old run
-aside: the next ``pinnkit train`` on the folder moves it back first (`recover`), and
-the read-only commands name it (`stranded`) instead of reading the half-started run.
+``converged``, ``early_stopped`` or ``max_time`` past step 0 (`earned`). A new run that
+diverges, turns non-finite, is stopped by a signal or fails before that has its files
+deleted and the old run moved back unchanged. A replacement killed outright (SIGKILL, a
+node lost) leaves the old run aside: the next ``pinnkit train`` on the folder moves it
+back first (`recover`), and the read-only commands name it (`stranded`) instead of
+reading the half-started run.
 """
 
 from __future__ import annotations
@@ -317,3 +318,27 @@ def check_parent(out: Path) -> None:
             if not parent.is_dir():
                 raise RunDirError(f"--out {out}: {parent} is a file, not a folder; choose another --out")
             return
+
+
+def restored_message(res, out: Path) -> str:
+    """The message of a new run deleted and the old one put back (`Replaced.restore`);
+    ``res``: the new run's `pinnkit.train.loop.FitResult`."""
+    # RESULTS' messages read "what happened; what was kept. What to do": the middle part
+    # is not true of a run that was deleted, so only the first and last are quoted.
+    what, _, rest = res.result.value.partition(";")
+    advice = rest.partition(". ")[2] if res.result.failed else ""
+    return (f"--overwrite kept the old run: the new one stopped at step {res.step} ({what}) "
+            f"before it earned a checkpoint, so it was deleted and {out} holds the old run "
+            "again, unchanged. A new run replaces the old one once it writes a scheduled "
+            "checkpoint (checkpoint.every) or ends successful, converged, early stopped or at its "
+            "time limit past step 0." + (f" {advice[0].upper()}{advice[1:]}." if advice else ""))
+
+
+def earned(res) -> bool:
+    """Whether a new run's last checkpoint replaces an old run (`train_to_dir`): it ended
+    by its own config's rule, past step 0. A stop (diverged, non-finite, a signal) before
+    the first scheduled checkpoint does not."""
+    from ..train.loop import RESULTS
+
+    return res.step > 0 and res.result in (RESULTS.successful, RESULTS.converged, RESULTS.max_time,
+                                           RESULTS.early_stopped)

@@ -223,13 +223,38 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
+class EarlyStoppingConfig:
+    """``train.early_stopping``: end the run (outcome ``early_stopped``) once the evaluated
+    ``metric`` (``rel_l2.FIELD``, ``linf.FIELD``, ``metrics.NAME``, ``coeffs.NAME``) has
+    not improved by more than ``min_delta`` in ``patience`` evaluations (``mode``: ``min``
+    for errors, ``max``); needs ``train.eval_every`` (`pinnkit.train.callbacks.EarlyStopping`)."""
+
+    metric: str = ""
+    patience: int = 5
+    min_delta: float = 0.0
+    mode: Literal["min", "max"] = "min"
+
+    def problems(self) -> list[tuple[str, str, object]]:
+        """``(key, what is expected, value)`` for the first option out of range."""
+        if not self.metric:
+            return [("metric", "expected the name of an evaluated metric, e.g. rel_l2.u or "
+                     "metrics.c_D", self.metric)]
+        if self.patience < 1:
+            return [("patience", "expected an integer >= 1 (evaluations)", self.patience)]
+        if self.min_delta < 0:
+            return [("min_delta", "expected a number >= 0", self.min_delta)]
+        return []
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """``train``: total steps, steps per dispatch (``chunk``), logging cadence, seed, and the
     memory options for large problems (``accumulate``, ``remat``, ``donate``), and time
     marching in ``time_windows`` windows of ``steps`` steps each (`pinnkit.train.windows`), whose
     networks see time normalised over the whole interval or their own (``window_time``);
     the run stops as ``diverged`` when a loss exceeds its best by ``divergence_factor``,
-    and at the first chunk boundary after ``max_time`` seconds (null: no limit)."""
+    before ``max_time`` wall or ``max_cpu_time`` process CPU seconds are spent (null: no
+    limit), and when ``early_stopping`` says so."""
 
     steps: int = 1000
     chunk: int = 100
@@ -243,6 +268,22 @@ class TrainConfig:
     window_time: Literal["global", "local"] = "global"
     divergence_factor: float = 1.0e6
     max_time: float | None = None
+    max_cpu_time: float | None = None
+    early_stopping: EarlyStoppingConfig | None = None
+
+    def problems(self) -> list[tuple[str, str, object]]:
+        """``(key, what is expected, value)`` for the first time limit or early-stopping
+        option out of range."""
+        for name in ("max_time", "max_cpu_time"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                return [(name, "expected seconds > 0 or null", value)]
+        if self.early_stopping is not None:
+            if self.eval_every < 1:
+                return [("eval_every", "train.early_stopping watches evaluations: expected an "
+                         "integer >= 1 (steps between them)", self.eval_every)]
+            return [(f"early_stopping.{k}", m, v) for k, m, v in self.early_stopping.problems()]
+        return []
 
 
 @dataclass(frozen=True)
@@ -277,12 +318,38 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class WandbConfig:
+    """``logging.wandb``: Weights & Biases (the ``wandb`` extra), in ``project`` under
+    ``name`` (null: the run folder's name), files in ``RUN/wandb``; ``mode``: ``offline``
+    (default: no network; ``wandb sync RUN/wandb/offline-run-*`` uploads later) or
+    ``online``."""
+
+    project: str = "pinnkit"
+    name: str | None = None
+    mode: Literal["offline", "online"] = "offline"
+
+
+@dataclass(frozen=True)
+class MlflowConfig:
+    """``logging.mlflow``: MLflow (the ``mlflow`` extra), into ``tracking_uri`` (null: a
+    file store in ``RUN/mlruns``), experiment ``experiment``, run name ``name`` (null:
+    the run folder's name)."""
+
+    tracking_uri: str | None = None
+    experiment: str = "pinnkit"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
-    """``logging``: live curves besides ``metrics.jsonl`` (`pinnkit.run.live`):
-    ``tensorboard`` writes TensorBoard event files to ``RUN/tensorboard`` (the
-    ``tensorboard`` extra), read from the JSONL every ``every_s`` seconds."""
+    """``logging``: live curves besides ``metrics.jsonl`` (`pinnkit.run.live`), read
+    from the JSONL every ``every_s`` seconds, to TensorBoard event files in
+    ``RUN/tensorboard`` (``tensorboard``: the ``tensorboard`` extra), W&B (``wandb``) and
+    MLflow (``mlflow``), the same scalars to each (`pinnkit.run.loggers`)."""
 
     tensorboard: bool = False
+    wandb: WandbConfig | None = None
+    mlflow: MlflowConfig | None = None
     every_s: float = 2.0
 
 

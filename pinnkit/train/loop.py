@@ -9,7 +9,9 @@ evaluates, checkpoints, and looks at signals and the clock. The step key is
 How a run ends is a `RESULTS` member (diffrax's pattern: the value is the message):
 all steps done, a phase's tolerance met at the last phase, a non-finite or diverging
 loss (``run.divergence_factor`` over the best loss so far: the last good state is kept
-and checkpointed), ``run.max_time`` seconds spent, or a signal.
+and checkpointed), a callback's stop (`pinnkit.train.callbacks`: early stopping), the
+``run.max_time`` wall or ``run.max_cpu_time`` CPU seconds spent (`TimeBudget`: a chunk
+that would overrun them is shortened to the steps that fit), or a signal.
 
 The same code runs in every process of a multi-process job (`pinnkit.parallel.distributed`):
 the mesh spans all processes' devices, each process places only its own rows of the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import enum
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,11 +37,13 @@ from ..errors import PinnkitError, RunDirError
 from ..parallel.distributed import Watchdog, agree_any, broadcast_from_main, to_host
 from ..parallel.mesh import is_main_process, replicate
 from . import checkpoint as ckpt
+from .callbacks import Callback, TrainInfo, extra_metrics, notify, with_extra
 from .loss import make_loss
 from .plan import check_accumulate
 from .records import (
     Log,
     LossMonitor,
+    TimeBudget,
     TrainClock,
     append_lines,
     log_records,
@@ -69,7 +73,14 @@ class RESULTS(enum.Enum):
         "parameters before that chunk were kept. Lower the learning rate, add "
         "optim.phases.N.clip_norm, or raise train.divergence_factor if the growth is expected"
     )
-    max_time = "stopped at train.max_time; resume with --resume to continue"
+    early_stopped = (
+        "a callback ended the run (train.early_stopping: the watched metric stopped "
+        "improving; summary.json's stopped_by says which); the parameters of that step were kept"
+    )
+    max_time = (
+        "stopped at train.max_time (wall seconds) or train.max_cpu_time (CPU seconds); "
+        "resume with --resume to continue"
+    )
     interrupted = "stopped by a signal; resume with --resume"
 
     @property
@@ -95,6 +106,8 @@ class FitResult:
     steps_per_s: float = float("nan")
     bad_step: int | None = None
     timed_steps: int = 0  # the steps that steps_per_s times (every chunk, compilation excluded)
+    cpu_s: float = 0.0  # process CPU seconds of the fit
+    stop_reason: str | None = None  # a callback's, when result is early_stopped
 
 
 def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
@@ -154,6 +167,7 @@ def fit(
     resume: bool | str = False,
     should_stop: Callable[[], bool] = lambda: False,
     evaluate: Callable | None = None,
+    callbacks: Sequence[Callback] = (),
     progress: bool = True,
     throw: bool = True,
     accumulate: int = 1,
@@ -183,6 +197,12 @@ def fit(
       process CPU seconds since this call began (set-up and compilation included), less
       the time spent in earlier evaluations and this one. A resumed run's clock starts
       again at 0. Time-to-accuracy figures are read from these records.
+    - `callbacks`: `pinnkit.train.callbacks.Callback` objects, called in order after each
+      chunk (``on_chunk``), each evaluation (``on_eval``; their ``metrics`` join the
+      evaluation's under ``"metrics"``, and callbacks alone make evaluations happen) and
+      at each phase's end (``on_phase_end``); a ``should_stop`` that says true ends the
+      run with `RESULTS.early_stopped`. Unlike ``should_stop`` above (a signal: the run
+      is to be resumed), this is the run's own end.
     - `throw`: raise `TrainingError` on a non-finite or diverging loss instead of returning.
     - `accumulate`: split each step's batch into this many micro-batches (gradient
       accumulation; the same step, in less memory).
@@ -195,8 +215,9 @@ def fit(
 
     **Returns:** a `FitResult`; ``network``/``coeffs`` are the last good parameters.
     """
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     clock = TrainClock()
+    callbacks = tuple(callbacks)
     check_accumulate(run, accumulate)
     out = Path(out_dir) if out_dir is not None else None
     ck_dir = out / "checkpoints" if out is not None else None
@@ -237,7 +258,17 @@ def fit(
     bad_step = None
     watchdog = Watchdog(stall_timeout)
     monitor = LossMonitor(run.divergence_factor)
-    deadline = None if run.max_time is None else t_start + run.max_time
+    budget = TimeBudget(run.max_time, run.max_cpu_time) if (
+        run.max_time is not None or run.max_cpu_time is not None) else None
+    latest_eval: dict = {}
+    stopper: Callback | None = None
+    loss_now = float("nan")
+
+    def info(pi: int, ph) -> TrainInfo:
+        wall_s, cpu_s = clock.elapsed()
+        network_, coeffs_ = eqx.combine(state.params, static)
+        return TrainInfo(step, total, pi, ph.kind, loss_now, latest_eval, wall_s, cpu_s,
+                         network_, coeffs_)
 
     def save(state_, phase_idx):
         if ck_dir is None or not is_main_process():
@@ -263,23 +294,30 @@ def fit(
                 if agree_any(should_stop()):  # every process stops at the same step
                     result = RESULTS.interrupted
                     break
-                if deadline is not None and agree_any(time.perf_counter() >= deadline):
-                    result = RESULTS.max_time
-                    break
                 n = min(run.chunk, ph.end - step)
+                if budget is not None:  # the same size on every process (a collective)
+                    n = int(broadcast_from_main(np.int64(budget.chunk_size(pi, n, chunks))))
+                    if n == 0:  # spent, or not one more step fits
+                        result = RESULTS.max_time
+                        break
                 args = (last,) if ph.stops_early else ()
                 if n not in chunks:  # compiled ahead of time, so that rates exclude it
                     fn = make_chunk(loss, ph, n, key, run=run, donate=donate)
+                    c0 = budget.now() if budget is not None else None
                     chunks[n] = log.compiling(  # tracing, lowering and XLA's compilation
                         f"phase {pi} ({ph.kind}), {n}-step chunk",
                         lambda fn=fn, s=state, a=args: fn.lower(arrays, s, *a).compile())
+                    if budget is not None:
+                        budget.compiled(pi, c0)
                 backup = to_host(state) if donate else None
                 watchdog.arm(f"steps {step}-{step + n}")
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), budget.now() if budget is not None else None
                 new_state, m = chunks[n](arrays, state, *args)
                 m = jax.device_get(m)
                 watchdog.disarm()
                 dt = time.perf_counter() - t0
+                if budget is not None:
+                    budget.ran(pi, n, c0)
                 taken = int(new_state.step) - step if ph.stops_early else n
                 timed_steps, timed_s = timed_steps + taken, timed_s + dt
                 bad = monitor.first_bad(m["loss"][:taken])
@@ -299,24 +337,40 @@ def fit(
                 if met and pi < len(run.phases) - 1:  # the next phase starts at its own step
                     step = ph.end
                     state = eqx.tree_at(lambda s: s.step, state, jnp.asarray(step, jnp.int32))
-                log.update(step, step - before, float(m["loss"][taken - 1]),
-                           timed_steps / max(timed_s, 1e-9))
-                if evaluate is not None and next_eval and step >= next_eval:
+                loss_now = float(m["loss"][taken - 1])
+                log.update(step, step - before, loss_now, timed_steps / max(timed_s, 1e-9))
+                if callbacks:
+                    stopper = stopper or notify(callbacks, "on_chunk", info(pi, ph))
+                if (evaluate is not None or callbacks) and next_eval and step >= next_eval:
                     wall_s, cpu_s = clock.pause()
-                    rec = {"step": step, "eval": evaluate(*eqx.combine(state.params, static)),
-                           "wall_s": round(wall_s, 3), "cpu_s": round(cpu_s, 3)}
+                    net_, coeffs_ = eqx.combine(state.params, static)
+                    latest_eval = with_extra(evaluate(net_, coeffs_) if evaluate else {},
+                                             extra_metrics(callbacks, net_, coeffs_))
                     clock.resume()
-                    history.append(rec)
-                    append_lines(metrics_path, [rec])
+                    if latest_eval:
+                        rec = {"step": step, "eval": latest_eval,
+                               "wall_s": round(wall_s, 3), "cpu_s": round(cpu_s, 3)}
+                        history.append(rec)
+                        append_lines(metrics_path, [rec])
                     next_eval = next_multiple(step, run.eval_every)
+                    if callbacks:
+                        stopper = stopper or notify(callbacks, "on_eval", info(pi, ph))
                 if next_ckpt and step >= next_ckpt and step < total:
                     save(state, pi)
                     next_ckpt = next_multiple(step, run.checkpoint_every)
+                if callbacks and agree_any(stopper is not None):  # every process stops here
+                    result = RESULTS.early_stopped
+                    break
                 if met:
                     break
             params, opt_state, extra = state.params, state.opt_state, state.extra
             if met and pi == len(run.phases) - 1:
                 result = RESULTS.converged
+            if callbacks:
+                asked = notify(callbacks, "on_phase_end", info(pi, ph))
+                if (agree_any(asked is not None) and result is RESULTS.successful
+                        and pi < len(run.phases) - 1):  # a stop after the last phase changes nothing
+                    stopper, result = stopper or asked, RESULTS.early_stopped
             if result not in (RESULTS.successful, RESULTS.converged):
                 break
     finally:
@@ -339,6 +393,8 @@ def fit(
         steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"),
         bad_step=bad_step,
         timed_steps=timed_steps,
+        cpu_s=time.process_time() - cpu_start,
+        stop_reason=stopper.stop_reason() if result is RESULTS.early_stopped and stopper else None,
     )
     if throw and result.failed:
         raise TrainingError(f"step {bad_step}: {result.value}")

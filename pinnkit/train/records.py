@@ -18,17 +18,34 @@ from ..parallel.mesh import is_main_process
 from . import checkpoint as ckpt
 
 
+def eta(seconds: float) -> str:
+    """``1h02m``, ``3m05s``, ``42s``; ``?`` when unknown."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
 class Log:
     """Progress output on stderr (process 0, when enabled): a tqdm bar on a terminal,
-    plain lines otherwise; `note` prints one line either way (compilation, resume)."""
+    plain lines otherwise (piped output, a batch job's log): one per chunk with the step,
+    percent done, loss, rate and ETA. The rate is the only one shown: steps per second
+    of the chunks run so far, compilation excluded (tqdm's own rate, which counts
+    compilation, is left out of the bar); the ETA is the steps left at that rate.
+    `note` prints one line either way (compilation, resume)."""
 
     def __init__(self, total: int, start: int, enabled: bool):
         self.bar = None
+        self.total = total
         self.enabled = enabled and is_main_process()
         if self.enabled and sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True)
+            self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True,
+                            bar_format="{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                       "[{elapsed}{postfix}]")
 
     def note(self, text: str) -> None:
         if not self.enabled:
@@ -57,11 +74,14 @@ class Log:
     def update(self, step: int, n: int, loss: float, rate: float):
         if not self.enabled:
             return
+        left = eta((self.total - step) / rate if rate > 0 else math.nan)
         if self.bar is not None:
             self.bar.update(n)
-            self.bar.set_postfix(loss=f"{loss:.3e}", steps_per_s=f"{rate:.1f}")
+            self.bar.set_postfix_str(f"loss {loss:.3e}, {rate:.1f} steps/s, ETA {left}")
         else:
-            print(f"step {step:>8d}  loss {loss:.4e}  {rate:8.1f} steps/s", file=sys.stderr, flush=True)
+            pct = 100.0 * step / max(self.total, 1)
+            print(f"step {step:>8d}/{self.total} ({pct:5.1f}%)  loss {loss:.4e}  {rate:8.1f} steps/s"
+                  f"  ETA {left}", file=sys.stderr, flush=True)
 
     def close(self):
         if self.bar is not None:
@@ -76,6 +96,10 @@ class TrainClock:
         self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
         self.paused = (0.0, 0.0)
 
+    def elapsed(self) -> tuple[float, float]:
+        """``(wall_s, cpu_s)`` of training so far (pauses excluded)."""
+        return time.perf_counter() - self.wall0, time.process_time() - self.cpu0
+
     def pause(self) -> tuple[float, float]:
         self.paused = (time.perf_counter(), time.process_time())
         return self.paused[0] - self.wall0, self.paused[1] - self.cpu0
@@ -83,6 +107,68 @@ class TrainClock:
     def resume(self) -> None:
         self.wall0 += time.perf_counter() - self.paused[0]
         self.cpu0 += time.process_time() - self.paused[1]
+
+
+class TimeBudget:
+    """``train.max_time`` (wall seconds, `time.perf_counter`) and ``train.max_cpu_time``
+    (process CPU seconds, `time.process_time`, all threads) since `fit` began; None: no
+    limit.
+
+    `chunk_size` shortens a chunk that would overrun a limit to the steps that fit, from
+    the phase's measured seconds per step (its last chunk) and, for a chunk size not
+    compiled yet, its measured compilation: a chunk of ``n`` steps fits when
+    ``used + n * per_step (+ compile) <= limit`` for both clocks. A phase's first chunk
+    has no measurement and runs whole. Chunking never changes the trajectory (the step
+    key is ``fold_in(train_key, step)``; the losses are bitwise those of any chunking).
+    """
+
+    def __init__(self, max_wall: float | None, max_cpu: float | None):
+        self.limits = (max_wall, max_cpu)
+        self.per_step: dict[int, tuple[float, float]] = {}
+        self.compile: dict[int, tuple[float, float]] = {}
+        self.start = self.now()
+
+    def now(self) -> tuple[float, float]:
+        """``(wall, CPU)`` clock readings; every measurement goes through this."""
+        return time.perf_counter(), time.process_time()
+
+    def _since(self, t0: tuple[float, float]) -> tuple[float, float]:
+        now = self.now()
+        return now[0] - t0[0], now[1] - t0[1]
+
+    def compiled(self, phase: int, t0: tuple[float, float]) -> None:
+        """Records a compilation of ``phase`` begun at ``t0`` (a `now`); the longest counts."""
+        took = self._since(t0)
+        old = self.compile.get(phase, (0.0, 0.0))
+        self.compile[phase] = (max(old[0], took[0]), max(old[1], took[1]))
+
+    def ran(self, phase: int, n: int, t0: tuple[float, float]) -> None:
+        """Records a chunk of ``n`` steps of ``phase`` begun at ``t0``."""
+        wall, cpu = self._since(t0)
+        self.per_step[phase] = (wall / n, cpu / n)
+
+    def _fits(self, phase: int, n: int, compile: bool) -> bool:
+        used = self._since(self.start)
+        per = self.per_step.get(phase, (0.0, 0.0))
+        extra = self.compile.get(phase, (0.0, 0.0)) if compile else (0.0, 0.0)
+        return all(lim is None or u + n * p + e <= lim
+                   for u, lim, p, e in zip(used, self.limits, per, extra, strict=True))
+
+    def chunk_size(self, phase: int, n: int, compiled) -> int:
+        """The steps of the next chunk: ``n`` if they fit (or the phase is unmeasured and
+        time is left), else the most that fit, preferring a size in ``compiled``; 0 when
+        a limit is spent or not one step fits."""
+        if not self._fits(phase, 0, False):
+            return 0
+        if phase not in self.per_step or self._fits(phase, n, n not in compiled):
+            return n
+        ready = [k for k in compiled if k < n and self._fits(phase, k, False)]
+        lo, hi = 0, n - 1  # the most steps a new compilation leaves room for (bisection)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self._fits(phase, mid, True) else (lo, mid - 1)
+        return max([*ready, lo])
+
 
 
 class LossMonitor:

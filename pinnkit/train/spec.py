@@ -65,8 +65,9 @@ class Run:
     - `windows`: time marching (`TimeWindows`), or None for one window.
     - `divergence_factor`: stop as ``diverged`` once a loss exceeds its best so far by
       this factor.
-    - `max_time`: stop (outcome ``max_time``) at the first chunk boundary after this many
-      seconds of training (None: no limit).
+    - `max_time`, `max_cpu_time`: stop (outcome ``max_time``) before this many wall or
+      process CPU seconds of training are spent (None: no limit); a chunk that would
+      overrun is shortened to the steps that fit (`pinnkit.train.records.TimeBudget`).
     - `name`: the problem's name, for messages.
     - `record`: the resolved configuration as plain data, stored in checkpoint headers
       (their ``model_sha256`` is compared on resume); training reads no key of it.
@@ -93,6 +94,7 @@ class Run:
     windows: TimeWindows | None = None
     divergence_factor: float = 1.0e6
     max_time: float | None = None
+    max_cpu_time: float | None = None
     name: str = ""
     record: dict = field(default_factory=dict)
     config: Any = field(default=None, compare=False)

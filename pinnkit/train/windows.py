@@ -226,16 +226,19 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
     n, per = run.n_windows, run.total_steps
     edges = window_edges(run.problem, n)
     nets, history, wall, result, prev, res = [], [], 0.0, RESULTS.successful, None, None
+    cpu = 0.0
     timed_steps, timed_s = 0, 0.0
     for w in range(n):
         rw = window_run(run, w, prev)
-        if run.max_time is not None:  # the budget is the whole run's
+        if run.max_time is not None:  # the budgets are the whole run's
             rw = dataclasses.replace(rw, max_time=max(run.max_time - wall, 0.0))
+        if run.max_cpu_time is not None:
+            rw = dataclasses.replace(rw, max_cpu_time=max(run.max_cpu_time - cpu, 0.0))
         ev = evaluate_window(rw) if evaluate_window is not None else None
         res = fit(rw, out_dir=window_dir(out_dir, w), resume="auto" if resume else False,
                   evaluate=ev, **fit_options)
         history.extend({**h, "step": w * per + h["step"], "window": w} for h in res.history)
-        wall += res.wall_s
+        wall, cpu = wall + res.wall_s, cpu + res.cpu_s
         n_w, s_w = window_timing(out_dir, w, res, bool(resume))
         timed_steps, timed_s = timed_steps + n_w, timed_s + s_w
         nets.append(res.network)
@@ -248,7 +251,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
         (Path(out_dir) / "metrics.jsonl").write_text(text)
     model = Windowed(tuple(nets), edges[: len(nets) + 1], run.problem.domain.coords.index("t"))
     return FitResult(network=model, coeffs=res.coeffs, result=result, step=steps, history=history,
-                     wall_s=wall, bad_step=res.bad_step, timed_steps=timed_steps,
+                     wall_s=wall, bad_step=res.bad_step, timed_steps=timed_steps, cpu_s=cpu,
+                     stop_reason=res.stop_reason,
                      steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"))
 
 
