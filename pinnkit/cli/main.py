@@ -114,23 +114,49 @@ def _train(args, out: Path, stop) -> int:
         progress=not args.quiet, plots=not args.no_plots, started=stop.deferring, **fit_options,
     )
     errs = ", ".join(f"{k} {v:.3e}" for k, v in summary["rel_l2"].items())
+    # no exact solution: the problem's own figures (c_D, delta_p, ...) instead
+    own = ", ".join(f"{k} {v:.5g}" for k, v in _numbers(summary.get("metrics", {})).items())
     print_ = print if is_main_process() else (lambda *a, **k: None)
     restored = summary.get("old_run_restored", False)
     print_(
         f"pinnkit: {summary['outcome']} at step {summary['steps']}/{summary['total_steps']} "
         f"in {summary['wall_s']:.1f} s"
-        + (f"; rel. L2 error: {errs}" if errs else "")
+        + (f"; rel. L2 error: {errs}" if errs else f"; {own}" if own else "")
         + (f"; the old run is back in {out}/" if restored else f"; results in {out}/"),
         file=sys.stderr,
     )
     failed = summary["outcome"] in ("nonfinite_loss", "diverged")  # RESULTS.failed
     if failed or restored:
         print_(textwrap.fill(f"pinnkit: {summary['message']}", 100), file=sys.stderr)
+    if summary.get("stopped_by"):
+        print_(f"pinnkit: {summary['stopped_by']}", file=sys.stderr)
+    if summary["outcome"] in ("max_time", "interrupted") and not restored:
+        print_(f"pinnkit: to continue, run: {resume_command(out, args.devices)}", file=sys.stderr)
     if failed:
         return 1
     if summary["outcome"] == "interrupted":
         return 130 if stop.signum == signal.SIGINT else 0
     return 0
+
+
+def _numbers(tree: dict, prefix: str = "") -> dict[str, float]:
+    """The numbers of a nested mapping by dotted name (at most 8)."""
+    out: dict[str, float] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_numbers(v, f"{prefix}{k}."))
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            out[f"{prefix}{k}"] = float(v)
+    return dict(list(out.items())[:8])
+
+
+def resume_command(out: Path, devices: int | None = None) -> str:
+    """The command that continues the run in ``out`` (its config.yaml holds every key,
+    ``--set`` overrides included): ``pinnkit train --out OUT --resume``."""
+    import shlex
+
+    extra = f" --devices {devices}" if devices is not None else ""
+    return f"pinnkit train --out {shlex.quote(str(out))}{extra} --resume"
 
 
 def _check_config_exists(config: str) -> None:

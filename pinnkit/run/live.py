@@ -1,12 +1,14 @@
-"""Live training curves: the records of ``metrics.jsonl`` fed to a scalar writer while the
-run trains (``logging.tensorboard: true`` gives TensorBoard event files in ``RUN/tensorboard``).
+"""Live training curves: the records of ``metrics.jsonl`` fed to scalar writers while the
+run trains (``logging.tensorboard``, ``logging.wandb``, ``logging.mlflow``: `pinnkit.run.loggers`).
 
 ``metrics.jsonl`` stays the record: a `RecordFollower` thread reads the lines the
 training loop appends (every ``logging.every_s`` seconds, and once more at the end) and
 turns each into scalars (`record_scalars`): per-term losses and loss weights, the
 learning rate, the natural gradient's step size, evaluation errors and learnt
 coefficients. A writer for another service implements `AbstractScalarWriter`
-(``scalars(step, values)`` and ``close()``), e.g. ``wandb.log(values, step=step)``.
+(``scalars(step, values)`` and ``close()``). The final evaluation's errors and metrics
+are written to every writer at the run's last step (`LiveLog.close`), with or without
+``train.eval_every``.
 
 On ``--resume`` the loop first cuts ``metrics.jsonl`` back to its checkpoint (a new
 file); the follower waits for that file and skips the records before the checkpoint,
@@ -17,50 +19,16 @@ process wrote after it (``purge_step``). Time windows (``train.time_windows``) l
 
 from __future__ import annotations
 
-import abc
 import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
-
-
-class AbstractScalarWriter(abc.ABC):
-    """Where live scalars go: TensorBoard (`TensorBoardWriter`), or any tracking service."""
-
-    @abc.abstractmethod
-    def scalars(self, step: int, values: Mapping[str, float]) -> None:
-        """Records ``values`` (``{tag: number}``, tags like ``loss/pde``) at ``step``."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Flushes and releases the writer."""
-
-
-class TensorBoardWriter(AbstractScalarWriter):
-    """TensorBoard event files in ``log_dir`` through tensorboardX (the ``tensorboard``
-    extra). ``purge_step``: TensorBoard hides the events at or after it that earlier
-    writers left in the folder (a resumed run)."""
-
-    def __init__(self, log_dir: str | Path, purge_step: int | None = None):
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError:
-            raise ConfigError(
-                "logging.tensorboard: true needs tensorboardX: pip install 'pinnkit[tensorboard]' "
-                "(or set logging.tensorboard: false)"
-            ) from None
-        self._w = SummaryWriter(logdir=str(log_dir), purge_step=purge_step, flush_secs=5)
-
-    def scalars(self, step, values):
-        for tag, v in values.items():
-            self._w.add_scalar(tag, v, global_step=step)
-
-    def close(self):
-        self._w.flush()
-        self._w.close()
+from . import loggers
+from .loggers import AbstractScalarWriter as AbstractScalarWriter
+from .loggers import TensorBoardWriter as TensorBoardWriter
+from .loggers import writers as make_writers
 
 
 def _flat(prefix: str, value, out: dict[str, float]) -> None:
@@ -173,9 +141,13 @@ class LiveLog:
     def __init__(self, follower: RecordFollower, writer: AbstractScalarWriter):
         self.follower, self.writer = follower, writer
 
-    def close(self) -> None:
+    def close(self, final: tuple[int, dict] | None = None) -> None:
+        """Stops following; ``final``: ``(step, evaluation)`` of the run's final
+        evaluation (``rel_l2``, ``linf``, ``metrics``), written last as ``eval/...`` scalars."""
         try:
             self.follower.stop()
+            if final is not None:
+                self.writer.scalars(final[0], record_scalars({"eval": final[1]}))
         finally:
             self.writer.close()
 
@@ -190,10 +162,10 @@ def _resume_step(run_dir: Path) -> int:
 def start_live_logging(run, out: Path, resume: bool, writer: AbstractScalarWriter | None = None
                        ) -> LiveLog | None:
     """Starts following ``out``'s metrics for ``run`` (a `pinnkit.run.build.Run`) into
-    ``writer`` (default: TensorBoard in ``out/tensorboard`` if ``logging.tensorboard``);
+    ``writer`` (default: those ``cfg.logging`` asks for, `pinnkit.run.loggers.writers`);
     None when there is nothing to log to. Call before training, on process 0 only."""
     cfg = run.config
-    if writer is None and not cfg.logging.tensorboard:
+    if writer is None and not loggers.wanted(cfg.logging):
         return None
     windows = cfg.train.time_windows
     dirs = [(out, 0)] if windows == 1 else [(out / "windows" / f"w{k}", k * run.total_steps)
@@ -207,7 +179,7 @@ def start_live_logging(run, out: Path, resume: bool, writer: AbstractScalarWrite
         sources.append(s)
     started = [s.offset + s.skip_below for s in sources if s.wait_inode is not None]
     if writer is None:
-        writer = TensorBoardWriter(out / "tensorboard", purge_step=max(started) if started else None)
+        writer = make_writers(cfg, out, purge_step=max(started) if started else None)
     phases = run.phases
     rates = [_rate(cfg.optim.phases[i], ph) for i, ph in enumerate(phases)]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +31,11 @@ from ..physics.coeffs import values as coeff_values
 from ..physics.problem import Problem
 from ..plot.fields import write_plots
 from ..train import checkpoint as ckpt
+from ..train.callbacks import Callback, extra_metrics
 from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
 from ..train.windows import fit_windows, load_windows
-from . import memplan, yamlsafe
-from .build import build_problem, build_run, reusing_problems
+from . import folder, loggers, memplan, yamlsafe
+from .build import build_problem, build_run, config_callbacks, reusing_problems
 from .config import RunConfig, dump_config
 from .folder import OWN_NAMES, Replaced, RunLock, earned_checkpoint, recover, remove_temp_files, stranded
 from .live import start_live_logging
@@ -241,11 +242,14 @@ def train_to_dir(
     progress: bool = True,
     plots: bool = True,
     started: Callable[[], None] = lambda: None,
+    callbacks: Sequence[Callback] = (),
     **fit_options,
 ) -> dict:
     """Trains ``cfg`` into run directory ``out`` and returns the summary dict.
 
     ``resume``: ``False``, ``True`` (must resume) or ``"auto"`` (resume if possible).
+    ``callbacks`` (`pinnkit.train.callbacks`) go to `fit` after those of the config
+    (``train.early_stopping``); their ``metrics`` join the final ``summary.json``'s.
     ``fit_options`` (``accumulate``, ``remat``, ``donate``, ``stall_timeout``) go to
     `fit`. Every process of a multi-process job calls this; process 0 writes the files.
     Errors are computed with the grid sharded over all devices (`evaluate_sharded`).
@@ -266,10 +270,12 @@ def train_to_dir(
     recover_dir(out)
     resume, overwrite = resolve_resume(out, resume, overwrite)
     replaces = check_dir(out, cfg, resume=resume, overwrite=overwrite)
+    loggers.check(cfg.logging)  # a missing logger package: refused before anything is written
     with reusing_problems():
         mesh = mesh if mesh is not None else make_mesh(cfg.mesh.data)
         run = memplan.check(cfg, build_problem(cfg), mesh, lambda: build_run(cfg, mesh=mesh),
                             fit_options)
+    callbacks = (*config_callbacks(cfg, run.problem), *callbacks)
     old = Replaced(out)
     with _writing(out):
         started()
@@ -282,7 +288,8 @@ def train_to_dir(
                 meta = {"versions": versions(), "source_dir": cfg.source_dir}
                 _write_text(out / "config.yaml", dump_config(cfg, meta))
             barrier("pinnkit-prepare-dir")
-            summary = _train(run, out, resume, old, should_stop, progress, plots, fit_options)
+            summary = _train(run, out, resume, old, should_stop, progress, plots,
+                             dict(fit_options, callbacks=callbacks))
         except BaseException:
             if is_main_process() and old.names:  # not dropped: no checkpoint was earned
                 old.restore()
@@ -299,25 +306,6 @@ def _remove_temp_files(out: Path) -> None:
             f"{', '.join(str(p.relative_to(out)) for p, _ in removed[:3])}"
             f"{', ...' if len(removed) > 3 else ''}) left in {out} by a write that was killed",
             RunFolderWarning, stacklevel=3)
-
-
-def _restored_message(res: FitResult, out: Path) -> str:
-    # RESULTS' messages read "what happened; what was kept. What to do": the middle part
-    # is not true of a run that was deleted, so only the first and last are quoted.
-    what, _, rest = res.result.value.partition(";")
-    advice = rest.partition(". ")[2] if res.result.failed else ""
-    return (f"--overwrite kept the old run: the new one stopped at step {res.step} ({what}) "
-            f"before it earned a checkpoint, so it was deleted and {out} holds the old run "
-            "again, unchanged. A new run replaces the old one once it writes a scheduled "
-            "checkpoint (checkpoint.every) or ends successful, converged or at train.max_time "
-            "past step 0." + (f" {advice[0].upper()}{advice[1:]}." if advice else ""))
-
-
-def _earned(res: FitResult) -> bool:
-    """Whether a new run's last checkpoint replaces an old run (`train_to_dir`): it ended
-    by its own config's rule, past step 0. A stop (diverged, non-finite, a signal) before
-    the first scheduled checkpoint does not."""
-    return res.step > 0 and res.result in (RESULTS.successful, RESULTS.converged, RESULTS.max_time)
 
 
 def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, plots, fit_options):
@@ -338,8 +326,9 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
         errors = {**errors, **problem_metrics(run.problem, network, ev.batch, run.dtype, coeffs)}
         return {**errors, "coeffs": scalars} if scalars else errors
 
-    # live curves (logging.tensorboard): a reader of metrics.jsonl beside the loop
+    # live curves (logging.tensorboard, wandb, mlflow): a reader of metrics.jsonl beside the loop
     live = start_live_logging(run, out, resume) if is_main_process() else None
+    final = None
     try:
         if cfg.train.time_windows > 1:  # time marching: one fit per window (pinnkit.train.windows)
             def window_eval(rw):
@@ -351,20 +340,28 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
         else:
             res = fit(run, out_dir=out, resume=resume, should_stop=polled, evaluate=eval_fn,
                       progress=progress, throw=False, **fit_options)
+        summary = _finish(run, res, out, before, old, plots, fit_options["callbacks"])
+        final = (summary["steps"], {k: summary[k] for k in ("rel_l2", "linf", "metrics") if k in summary})
     finally:
         if live is not None:
-            live.close()
+            live.close(final)
+    return summary
+
+
+def _finish(run, res: FitResult, out: Path, before, old: Replaced, plots, callbacks) -> dict:
+    """The run's summary after `fit`: the final evaluation, summary.json, the plots."""
+    cfg, ev = run.config, run.config.eval
     # Still replacing: decided before the final evaluation, so that a kill during it
     # cannot take a finished new run for a failed one (or the reverse).
     if bool(broadcast_from_main(np.int32(is_main_process() and bool(old.names)))):
-        if _earned(res):
+        if folder.earned(res):
             if is_main_process():
                 old.drop()
         else:
             if is_main_process():
                 old.restore()
             summary = summarize(run, res, {}, [])
-            summary.update(old_run_restored=True, message=_restored_message(res, out))
+            summary.update(old_run_restored=True, message=folder.restored_message(res, out))
             return summary  # nothing of the new run is written: the folder is the old run
     total = run.total_steps * cfg.train.time_windows
     if (before is not None and res.result is RESULTS.successful and res.step == total
@@ -376,6 +373,10 @@ def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, p
     history = _read_history(out) if is_main_process() else []
     summary = summarize(run, res, errors, history)
     summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype, res.coeffs))
+    if extra := extra_metrics(callbacks, res.network, res.coeffs):
+        summary["metrics"] = {**summary.get("metrics", {}), **extra}
+    if res.stop_reason:
+        summary["stopped_by"] = res.stop_reason
     summary["n_processes"] = jax.process_count()
     if is_main_process():  # strict JSON: non-finite errors as null, named under "nonfinite"
         _write_text(out / "summary.json", jsonsafe.dumps(summary, indent=2) + "\n")
