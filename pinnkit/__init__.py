@@ -30,6 +30,10 @@ from .run.rundir import RunData as RunData
 from .run.rundir import load_run as load_run
 from .run.rundir import train_to_dir as train_to_dir
 from .sphere.domain import Sphere as Sphere
+from .train.callbacks import Callback as Callback
+from .train.callbacks import EarlyStopping as EarlyStopping
+from .train.callbacks import ExtraMetrics as ExtraMetrics
+from .train.callbacks import TrainInfo as TrainInfo
 from .train.loop import RESULTS as RESULTS
 from .train.loop import FitResult as FitResult
 from .train.loop import fit as fit

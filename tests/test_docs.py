@@ -17,6 +17,7 @@ from pinnkit.run.config import (
     RunConfig,
     RwfConfig,
 )
+from pinnkit.run.schema import EarlyStoppingConfig, MlflowConfig, WandbConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,6 +58,9 @@ def test_config_reference_matches_schema():
     keys.update(_schema(CornerConfig, "network.singular.N."))
     keys.update(_schema(CausalConfig, "weighting.causal."))
     keys.update(_schema(AdaptiveConfig, "sampler.adaptive."))
+    keys.update(_schema(EarlyStoppingConfig, "train.early_stopping."))
+    keys.update(_schema(WandbConfig, "logging.wandb."))
+    keys.update(_schema(MlflowConfig, "logging.mlflow."))
     missing = set(keys) - set(rows)
     assert not missing, f"undocumented config keys: {sorted(missing)}"
     for k, default in keys.items():
