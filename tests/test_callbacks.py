@@ -189,3 +189,25 @@ def test_time_budget_prefers_a_compiled_size():
     assert b.chunk_size(1, 50, {}) == 50  # an unmeasured phase runs whole
     b.t = 1.01
     assert b.chunk_size(0, 50, {50}) == 0
+
+
+def test_extra_metrics_from_the_config(tmp_path):
+    """``eval.extra_metrics``: a function of the model in a file beside the config, logged
+    in the evaluations and summary.json as the problem's own metrics are, and watched by
+    early stopping."""
+    (tmp_path / "centre.py").write_text(
+        "import numpy as np\n\n\ndef centre(predict):\n"
+        "    return {'u_centre': float(predict(np.array([[0.5, 0.5]]))[0, 0])}\n")
+    (tmp_path / "run.yaml").write_text(
+        f"base: {TINY}\ntrain: {{steps: 100, chunk: 50, eval_every: 50,\n"
+        "        early_stopping: {metric: metrics.u_centre, mode: max}}\n"
+        "eval: {extra_metrics: ['centre.py:centre']}\ncheckpoint: {every: 0}\n")
+    out = tmp_path / "run"
+    summary = train_to_dir(load_config(tmp_path / "run.yaml"), out, progress=False, plots=False)
+    value = float(pinnkit.load_run(out).predict([[0.5, 0.5]])[0, 0])
+    assert summary["metrics"]["u_centre"] == pytest.approx(value, rel=1e-6)
+    recs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in recs if "u_centre" in r.get("eval", {}).get("metrics", {})] == [50, 100]
+    bad = load_config(tmp_path / "run.yaml", ["eval.extra_metrics=['centre.py:center']"])
+    with pytest.raises(ConfigError, match=r"eval\.extra_metrics\.0"):
+        train_to_dir(bad, tmp_path / "other", progress=False, plots=False)

@@ -311,10 +311,14 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """``eval``: reference-error grid (``resolution`` points per coordinate)."""
+    """``eval``: reference-error grid (``resolution`` points per coordinate); ``extra_metrics``:
+    functions ``path/to/file.py:name`` (or ``module:name``) of the trained model, as a
+    `pinnkit.run.metrics.Predictor`, returning ``{name: number}``, evaluated and logged
+    with the problem's own metrics (`pinnkit.ExtraMetrics`)."""
 
     resolution: int = 101
     batch: int = 16384
+    extra_metrics: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
