@@ -3,6 +3,8 @@ SIGTERM + --resume, eval/plot/problems, load_run and the notebook."""
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -86,7 +88,9 @@ def test_sigterm_then_resume_reproduces_uninterrupted(tiny_run, tmp_path):
     if s["outcome"] == "successful":
         pytest.skip("the run finished before the signal arrived")  # slow/fast machine race
     assert s["outcome"] == "interrupted" and 0 < s["steps"] < 600 and "resume" in err
-    r = pinnkit("train", "--out", str(out), "--resume", "--quiet")
+    # the command the last line prints, as printed
+    cmd = re.search(r"^pinnkit: to continue, run: pinnkit (train .*)$", err, flags=re.M).group(1)
+    r = pinnkit(*shlex.split(cmd), "--quiet")
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "summary.json").read_text())["steps"] == 600
     assert final_sha(out) == final_sha(tiny_run)

@@ -2,6 +2,7 @@
 without compilation), the max_time line's resume command (run here: it resumes), and the
 final line's figures for a problem without an exact solution."""
 
+import os
 import re
 import subprocess
 import sys
@@ -11,11 +12,14 @@ from pinnkit.cli.main import _numbers, resume_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny" / "poisson2d.yaml")
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu",  # the compilation cache test_cli.py uses
+       "JAX_COMPILATION_CACHE_DIR": os.environ.get("PINNKIT_TEST_JAX_CACHE", "/tmp/pinnkit-test-jax-cache"),
+       "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
 
 
 def _train(*args):
     cmd = [sys.executable, "-m", "pinnkit.cli", "train", *args, "--no-plots"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=ENV)
 
 
 def test_piped_progress_max_time_and_the_resume_command(tmp_path):
