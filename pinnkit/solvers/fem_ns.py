@@ -230,6 +230,51 @@ def _newton(ng, space, gf, nu, picard: int, tol: float, max_steps: int) -> int:
     )
 
 
+@dataclass(frozen=True, eq=False)
+class Discretisation:
+    """The mesh and Taylor–Hood space of a flow problem, its boundary data, and ``key``
+    (the JSON-able inputs of a cache key: geometry, nu, mesh, order, the data sampled on
+    the boundary vertices, NGSolve's version, the number of dofs)."""
+
+    mesh: object
+    space: object
+    nu: float
+    velocity: dict
+    key: list
+    info: dict
+
+    def set_boundary(self, gf, factor: float = 1.0) -> None:
+        """Write ``factor`` times the boundary velocity into ``gf``'s Dirichlet dofs."""
+        ng, _ = ngsolve_modules()
+        # one Set over all Dirichlet boundaries: a Set restricted to one clears the others
+        data = self.mesh.BoundaryCF({k: factor * _boundary_cf(ng, v) for k, v in self.velocity.items()},
+                                    default=ng.CF((0, 0)))
+        gf.components[0].Set(data, definedon=self.mesh.Boundaries("|".join(self.velocity)))
+
+
+def discretise(domain, nu: float, velocity: Mapping[str, Velocity], *, maxh: float,
+               boundary_maxh: Mapping[str, float] | None, order: int, curve: int) -> Discretisation:
+    """Mesh ``domain`` (a shape or its YAML mapping) and build the space (`solve_steady`'s
+    arguments); checks the inputs (`FemGeometryError`)."""
+    ng, _ = ngsolve_modules()
+    if isinstance(domain, Mapping):
+        from ..geometry import build_domain
+
+        domain = build_domain(domain, key="domain")
+    velocity = dict(velocity)
+    mesh = make_mesh(domain, maxh, boundary_maxh, curve)
+    _check_inputs(domain, nu, velocity, order, mesh)
+    gauge = set(velocity) == set(mesh.GetBoundaries())
+    space = _spaces(ng, mesh, "|".join(velocity), order, gauge)
+    bmaxh = {k: float(h) for k, h in dict(boundary_maxh or {}).items()}
+    key = [describe(domain), float(nu), order, curve, float(maxh), sorted(bmaxh.items()),
+           [(k, _sample(v, _boundary_points(mesh, k))) for k, v in velocity.items()],
+           ng.__version__, space.ndof]
+    info = {"ndof": space.ndof, "elements": mesh.ne, "maxh": maxh, "boundary_maxh": bmaxh,
+            "order": order}
+    return Discretisation(mesh, space, float(nu), velocity, key, info)
+
+
 def solve_steady(
     domain,
     nu: float,
@@ -270,39 +315,25 @@ def solve_steady(
     cannot rebuild, an unknown boundary name, an impossible number), `FemSolveError`.
     """
     ng, _ = ngsolve_modules()
-    if isinstance(domain, Mapping):
-        from ..geometry import build_domain
-
-        domain = build_domain(domain, key="domain")
-    velocity = dict(velocity)
-    mesh = make_mesh(domain, maxh, boundary_maxh, curve)
-    _check_inputs(domain, nu, velocity, order, mesh)
-    gauge = set(velocity) == set(mesh.GetBoundaries())
-    space = _spaces(ng, mesh, "|".join(velocity), order, gauge)
-    key = fem_cache.digest(
-        "ns_steady", describe(domain), float(nu), order, curve, float(maxh),
-        sorted((k, float(h)) for k, h in dict(boundary_maxh or {}).items()),
-        [(k, _sample(v, _boundary_points(mesh, k))) for k, v in velocity.items()],
-        picard, tol, ng.__version__, space.ndof)
-    gf = ng.GridFunction(space)
-    info = {"ndof": space.ndof, "elements": mesh.ne, "maxh": maxh,
-            "boundary_maxh": dict(boundary_maxh or {}), "order": order, "cached": False}
+    disc = discretise(domain, nu, velocity, maxh=maxh, boundary_maxh=boundary_maxh,
+                      order=order, curve=curve)
+    key = fem_cache.digest("ns_steady", disc.key, picard, tol)
+    gf = ng.GridFunction(disc.space)
+    info = dict(disc.info, cached=False)
     path = fem_cache.path_for(cache, "ns_steady", key)
-    stored = fem_cache.load(path, space.ndof)
+    stored = fem_cache.load(path, disc.space.ndof)
     if stored is not None:
         gf.vec.FV().NumPy()[:] = stored[0]
         info.update(stored[1], cached=True, path=str(path), cpu_s=0.0)
-        return FlowSolution(mesh, gf, float(nu), order, info)
+        return FlowSolution(disc.mesh, gf, disc.nu, order, info)
     t0 = time.process_time()
-    # one Set over all Dirichlet boundaries: a Set restricted to one of them clears the others
-    data = mesh.BoundaryCF({k: _boundary_cf(ng, v) for k, v in velocity.items()}, default=ng.CF((0, 0)))
-    gf.components[0].Set(data, definedon=mesh.Boundaries("|".join(velocity)))
+    disc.set_boundary(gf)
     # UMFPACK's BLAS calls are on small dense fronts: OpenBLAS threads mostly spin (10x
     # the CPU time measured on 2 busy cores), so the solve runs with one by default
     with threadpoolctl.threadpool_limits(limits=blas_threads, user_api="blas"):
-        steps = _newton(ng, space, gf, float(nu), picard, tol, max_newton)
+        steps = _newton(ng, disc.space, gf, disc.nu, picard, tol, max_newton)
     info.update(newton_steps=steps, cpu_s=time.process_time() - t0,
                 path=None if path is None else str(path))
     if path is not None:
         fem_cache.store(path, gf.vec.FV().NumPy(), {k: info[k] for k in ("newton_steps", "cpu_s")})
-    return FlowSolution(mesh, gf, float(nu), order, info)
+    return FlowSolution(disc.mesh, gf, disc.nu, order, info)
