@@ -127,3 +127,29 @@ def test_cache_reads_back_the_same_solution_and_keys_on_the_inputs(tmp_path):
     blocker.write_text("")
     with pytest.raises(FemCacheError, match="cache=False"):
         solve_steady(box, 0.03, bc, maxh=0.25, cache=blocker / "sub")
+
+
+def test_dfg_problem_carries_the_fem_field_reference(tmp_path, monkeypatch):
+    # problem.params.fem_reference: the PINN problem's reference is the FE solution, so a
+    # run's summary.json gets rel_l2 per field (run/metrics.evaluate, the path the CLI
+    # takes). The reference matches the solver's own evaluation and the inflow profile; on
+    # the float32 evaluation grid (boundary points rounded off the mesh are snapped back)
+    # the reference has error 0 against itself and 0.1 against 1.1 times itself.
+    from pinnkit.physics.host import HostFunction
+    from pinnkit.problems import PROBLEMS
+    from pinnkit.problems.dfg import fem_solution
+    from pinnkit.run.metrics import evaluate
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    prob = PROBLEMS["dfg_cylinder"](fem_reference=True, fem_maxh=0.05)
+    pts = np.array([[0.0, 0.2], [0.6, 0.1], [1.5, 0.3]])
+    ref = prob.reference.host(pts)
+    np.testing.assert_array_equal(ref, fem_solution(maxh=0.05).evaluate(pts))
+    assert ref[0, 0] == pytest.approx(4 * 0.3 * 0.2 * 0.21 / 0.41**2, rel=1e-9)
+    assert len(list((tmp_path / "cache").rglob("*.npz"))) == 1  # solved once, then read
+    errors, _ = evaluate(prob.reference, prob, resolution=21)
+    assert errors["rel_l2"] == {"u": 0.0, "v": 0.0, "p": 0.0}
+    scaled = HostFunction(lambda x: 1.1 * prob.reference.fn(x), 3)
+    errors, _ = evaluate(scaled, prob, resolution=21)
+    for name in ("u", "v", "p"):
+        assert errors["rel_l2"][name] == pytest.approx(0.1, rel=1e-5)

@@ -11,23 +11,17 @@ extra.
 
 from __future__ import annotations
 
-from ..solvers.fem_ns import FlowSolution, solve_steady
+from ..solvers.fem_ns import FlowSolution
 from ..solvers.fem_unsteady import FlowHistory, periodic_figures, solve_unsteady
-from .dfg import BACK, FRONT, HEIGHT, RADIUS, channel_domain
+from .dfg import BACK, FRONT, RADIUS, channel_domain, fem_boundary_velocity, fem_solution
 
 D = 2 * RADIUS
-
-
-def _boundary(U_max: float) -> dict:
-    return {"inlet": lambda x, y: (4 * U_max * y * (HEIGHT - y) / HEIGHT**2, 0 * y),
-            "walls": (0.0, 0.0), "cylinder": (0.0, 0.0)}
 
 
 def dfg1_fem(U_max: float = 0.3, nu: float = 1e-3, *, maxh: float = 0.01,
              cylinder_maxh: float = 0.001, order: int = 2, cache=True) -> FlowSolution:
     """DFG 2D-1 (Re 20 for the defaults), steady; ~103k dofs, ~20 CPU s at the defaults."""
-    return solve_steady(channel_domain(), nu, _boundary(U_max), maxh=maxh,
-                        boundary_maxh={"cylinder": cylinder_maxh}, order=order, cache=cache)
+    return fem_solution(U_max, nu, maxh=maxh, cylinder_maxh=cylinder_maxh, order=order, cache=cache)
 
 
 def fem_quantities(sol: FlowSolution, U_max: float = 0.3) -> dict:
@@ -43,7 +37,7 @@ def dfg2_fem(U_max: float = 1.5, nu: float = 1e-3, *, t_end: float = 10.0, dt: f
              maxh: float = 0.03, cylinder_maxh: float = 0.003, cache=True) -> FlowHistory:
     """DFG 2D-2 (Re 100) from rest by BDF2 to ``t_end``: forces on the cylinder and the
     pressure at the front and back points every step."""
-    return solve_unsteady(channel_domain(), nu, _boundary(U_max), t_end=t_end, dt=dt, maxh=maxh,
+    return solve_unsteady(channel_domain(), nu, fem_boundary_velocity(U_max), t_end=t_end, dt=dt, maxh=maxh,
                           boundary_maxh={"cylinder": cylinder_maxh}, forces=["cylinder"],
                           probes=[FRONT, BACK], cache=cache)
 

@@ -90,20 +90,31 @@ class FlowSolution:
     def pressure(self):
         return self.gf.components[1]
 
-    def evaluate(self, points: Float[np.ndarray, "n 2"]) -> Float[np.ndarray, "n 3"]:
-        """``(u, v, p)`` at ``points`` ``(n, 2)``; NaN rows for points outside the mesh."""
+    def evaluate(self, points: Float[np.ndarray, "n 2"], snap: float = 1e-6) -> Float[np.ndarray, "n 3"]:
+        """``(u, v, p)`` at ``points`` ``(n, 2)``; NaN rows for points outside the mesh.
+
+        A point not in any element but within ``snap`` times the mesh's diameter of one
+        (a boundary point rounded to float32 lands just outside) takes the value at the
+        nearest of eight points at that distance around it that is in the mesh."""
         pts = np.asarray(points, np.float64)
         if pts.ndim != 2 or pts.shape[1] != 2:
             raise ValueError(f"points must have shape (n, 2): actual={pts.shape}")
         out = np.full((pts.shape[0], 3), np.nan)
-        if pts.shape[0] == 0:
-            return out
-        mips = self.mesh(pts[:, 0], pts[:, 1])
-        inside = mips["nr"] >= 0
-        if inside.any():
-            mi = mips[inside]
-            out[inside, :2] = np.asarray(self.velocity(mi)).reshape(-1, 2)
-            out[inside, 2] = np.asarray(self.pressure(mi)).reshape(-1)
+        missing = np.arange(pts.shape[0])
+        verts = np.array([v.point for v in self.mesh.vertices])
+        step = snap * float(np.hypot(*np.ptp(verts, axis=0)))
+        angles = np.arange(8) * np.pi / 4
+        for shift in [np.zeros(2)] + [step * np.array([np.cos(a), np.sin(a)]) for a in angles]:
+            if not len(missing):
+                break
+            q = pts[missing] + shift
+            mips = self.mesh(q[:, 0], q[:, 1])
+            found = mips["nr"] >= 0
+            if found.any():
+                mi, rows = mips[found], missing[found]
+                out[rows, :2] = np.asarray(self.velocity(mi)).reshape(-1, 2)
+                out[rows, 2] = np.asarray(self.pressure(mi)).reshape(-1)
+            missing = missing[~found]
         return out
 
     __call__ = evaluate
