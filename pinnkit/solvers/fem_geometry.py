@@ -27,7 +27,8 @@ from ..geometry.base import Frame
 
 
 class FemGeometryError(PinnkitError, ValueError):
-    """A shape the finite-element mesher cannot rebuild, or an impossible mesh option."""
+    """A shape the finite-element mesher cannot rebuild, an unknown boundary name, or an
+    impossible input (mesh size, viscosity, order, time step)."""
 
 
 def ngsolve_modules():

@@ -101,13 +101,16 @@ class FlowSolution:
             raise ValueError(f"points must have shape (n, 2): actual={pts.shape}")
         out = np.full((pts.shape[0], 3), np.nan)
         missing = np.arange(pts.shape[0])
-        verts = np.array([v.point for v in self.mesh.vertices])
-        step = snap * float(np.hypot(*np.ptp(verts, axis=0)))
-        angles = np.arange(8) * np.pi / 4
-        for shift in [np.zeros(2)] + [step * np.array([np.cos(a), np.sin(a)]) for a in angles]:
+        for k in range(9):  # the points themselves, then eight shifted copies of the missing
             if not len(missing):
                 break
-            q = pts[missing] + shift
+            q = pts[missing]
+            if k:
+                if k == 1:  # the mesh's diameter, only when needed (a Python loop)
+                    verts = np.array([v.point for v in self.mesh.vertices])
+                    step = snap * float(np.hypot(*np.ptp(verts, axis=0)))
+                a = (k - 1) * np.pi / 4
+                q = q + step * np.array([np.cos(a), np.sin(a)])
             mips = self.mesh(q[:, 0], q[:, 1])
             found = mips["nr"] >= 0
             if found.any():
