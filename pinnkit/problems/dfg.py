@@ -47,6 +47,7 @@ import numpy as np
 from ..geometry import Disk, Rectangle, difference
 from ..geometry.distance import DistanceDirichlet
 from ..geometry.sampling import sobol_unit
+from ..physics.host import HostFunction
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation, PointEquation
 from .navier_stokes import continuity_residual, momentum_residual
@@ -248,8 +249,28 @@ def _flow_residual(f, c):  # momentum (2) and continuity (1) at one point
     return jnp.concatenate([momentum_residual(f, c), jnp.atleast_1d(continuity_residual(f, c))])
 
 
+def fem_boundary_velocity(U_max: float) -> dict:
+    """The Dirichlet data of the channel for `pinnkit.solvers.fem_ns`: the parabolic
+    inflow on ``inlet``, no-slip on ``walls`` and ``cylinder``."""
+    return {"inlet": lambda x, y: (4 * U_max * y * (HEIGHT - y) / HEIGHT**2, 0 * y),
+            "walls": (0.0, 0.0), "cylinder": (0.0, 0.0)}
+
+
+def fem_solution(U_max: float = 0.3, nu: float = 1e-3, maxh: float = 0.01,
+                 cylinder_maxh: float | None = None, order: int = 2, cache=True):
+    """The steady finite-element solution on the channel (`pinnkit.solvers.fem_ns`,
+    Taylor–Hood, the ``fem`` extra), cylinder mesh size ``maxh / 10`` by default. At the
+    defaults c_D, c_L and Δp are within 0.05 % of `DFG1_REFERENCE` (~103k dofs, ~20 CPU s
+    once, then read from the cache; docs/benchmarks.md)."""
+    from ..solvers.fem_ns import solve_steady
+
+    return solve_steady(channel_domain(), nu, fem_boundary_velocity(U_max), maxh=maxh,
+                        boundary_maxh={"cylinder": maxh / 10 if cylinder_maxh is None else cylinder_maxh},
+                        order=order, cache=cache)
+
+
 def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer: float = 0.1,
-                 near_seed: int = 0) -> Problem:
+                 near_seed: int = 0, fem_reference: bool = False, fem_maxh: float = 0.01) -> Problem:
     r"""DFG benchmark 2D-1 (module docstring): fields ``u, v, p``, terms ``momentum``,
     ``continuity``, ``outlet`` (do-nothing) and the Dirichlet terms ``inlet``, ``walls``,
     ``cylinder``.
@@ -263,6 +284,9 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
       ``continuity`` points; 0: none. Measured on the DFG config with SSBroyden
       (docs/benchmarks.md): the residual leaves the refined ring and reappears, as
       large, just outside it, so it is not used by the shipped config.
+    - `fem_reference`: if true, the field reference is the finite-element solution
+      (`fem_solution` with mesh size `fem_maxh`; the ``fem`` extra), so ``summary.json``
+      gets ``rel_l2`` and ``linf`` of ``u, v, p`` and the plots their error maps.
 
     ``network.hard_constraint: true`` imposes the inflow profile and no-slip exactly
     (`pinnkit.geometry.DistanceDirichlet` on ``inlet``, ``walls``, ``cylinder``; the
@@ -283,8 +307,12 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
                              f"between the radius {RADIUS} and the wall gap {CENTER[1]}")
         terms["near"] = PointEquation(_flow_residual, near_points(int(near), near_outer, int(near_seed)))
     u_mean = 2 * U_max / 3
+    reference = None
+    if fem_reference:
+        sol = fem_solution(U_max, nu, maxh=float(fem_maxh))
+        reference = HostFunction(sol.evaluate, 3)
     return Problem(
-        domain, ("u", "v", "p"), terms, coeffs={"nu": nu},
+        domain, ("u", "v", "p"), terms, coeffs={"nu": nu}, reference=reference,
         hard_constraint=no_slip(domain, inflow), enforced=("inlet", "walls", "cylinder"),
         metrics=lambda predict: dfg_quantities(predict, nu, u_mean),
         name="dfg_cylinder",

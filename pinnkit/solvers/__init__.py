@@ -8,6 +8,10 @@
 - `allen_cahn`: the Allen–Cahn reference (P6) by Fourier spectral ETDRK4.
 - `shallow_water`: the shallow-water equations on the sphere, Williamson test 6 (C4),
   by the spectral model dinosaur (the optional ``climate`` extra, imported on first use).
+- `fem_ns`, `fem_unsteady` (with `fem_geometry`, `fem_cache`): incompressible flow on a
+  2-D pinnkit shape by Taylor–Hood finite elements, steady (Newton) and BDF2, forces by
+  the volume formula, cached solutions (the optional ``fem`` extra, NGSolve; import the
+  modules themselves: nothing here imports them).
 
 Nothing here changes JAX's configuration; functions that need float64 for their stated
 accuracy say so, and the caller enables it (``with jax.enable_x64(True): ...``).
