@@ -32,7 +32,7 @@ def _loss(rec: RunRecord) -> tuple[np.ndarray, np.ndarray]:
 def _final_step(rec: RunRecord) -> float:
     s = (rec.summary or {}).get("steps")
     if isinstance(s, int):
-        return float(max(s - 1, 0))  # the log counts steps from 0
+        return float(s)  # as an evaluation record's step: after s steps
     return float(max((h["step"] for h in rec.history), default=0))
 
 
@@ -77,7 +77,8 @@ def compare_figure(runs: Sequence[RunRecord], labels: Sequence[str] | None = Non
     errors, each with one line per run (per run and field on the right)."""
     plt = _plt()
     labels = list(labels) if labels is not None else [str(r.path) for r in runs]
-    fig, (ax_loss, ax_err) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    fig, (ax_loss, ax_err) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained",
+                                         sharex=True)  # a final-error marker alone keeps the loss's steps
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     what, names = _error_quantity(runs)
     for i, (rec, lab) in enumerate(zip(runs, labels, strict=True)):

@@ -139,8 +139,22 @@ def _num(v) -> str:
     return f"{v:.3g}" if 1e-3 <= abs(v) < 1e4 or v == 0 else f"{v:.2e}"
 
 
+# A run's "changed" cell: at most this many keys (then "+N keys"), values cut to this length.
+MAX_KEYS, MAX_VALUE = 6, 24
+
+
 def _compact(key: str, value) -> str:
-    return f"{key}={'-' if value is None else _num(value)}"
+    text = "-" if value is None else _num(value)
+    return f"{key}={text if len(text) <= MAX_VALUE else text[:MAX_VALUE - 1] + '…'}"
+
+
+def changed_text(config: dict[str, object], keys: Sequence[str]) -> str:
+    """``key=value`` for the changed ``keys`` this run has (a key only other runs have is
+    left out: another problem's parameters), at most `MAX_KEYS`; ``-`` for none."""
+    own = [_compact(k, config[k]) for k in keys if k in config]
+    if len(own) > MAX_KEYS:
+        own = [*own[:MAX_KEYS], f"(+{len(own) - MAX_KEYS} keys)"]
+    return " ".join(own) or "-"
 
 
 def wall_text(seconds) -> str:
@@ -203,7 +217,7 @@ def _outcome(rec: RunRecord) -> str:
 
 def table(runs: Sequence[RunRecord], root: Path | None = None) -> tuple[list[str], list[list[str]]]:
     """``(header, rows)``: per run its path (relative to ``root`` when under it), problem,
-    changed config keys (``key=value``, ``-`` for none), steps (``done/total``; ``N?``
+    changed config keys (`changed_text`), steps (``done/total``; ``N?``
     from the log of an unfinished run), wall time, final errors and outcome."""
     keys = changed_keys([r.config for r in runs])
     header = ["run", "problem", "changed", "steps", "wall", "errors", "outcome"]
@@ -215,7 +229,7 @@ def table(runs: Sequence[RunRecord], root: Path | None = None) -> tuple[list[str
                 path = r.path.resolve().relative_to(root.resolve())
             except ValueError:
                 pass
-        changed = " ".join(_compact(k, r.config.get(k)) for k in keys) or "-"
+        changed = changed_text(r.config, keys)
         rows.append([str(path), r.problem, changed, _steps(r),
                      wall_text((r.summary or {}).get("wall_s")), errors_text(r.summary), _outcome(r)])
     return header, rows
