@@ -152,7 +152,10 @@ def build_problem(cfg: RunConfig) -> Problem:
                 f"network.hard_constraint: problem {cfg.problem.name!r} defines no hard "
                 "constraint; set network.hard_constraint: false"
             )
-        check_exact_lift(cfg, problem)
+        memo, key = _MEMO.get(), ("exact lift warned", cfg.problem.name, repr(cfg.problem.params))
+        check_exact_lift(cfg, problem, warn=memo is None or key not in memo)  # once per run
+        if memo is not None:
+            memo[key] = True
         problem = problem.without(problem.enforced)
     return problem
 

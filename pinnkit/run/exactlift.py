@@ -29,11 +29,11 @@ def exact_lift_note(fields) -> str:
             "measure the constraint, not what training found")
 
 
-def check_exact_lift(cfg: RunConfig, problem: Problem) -> tuple[str, ...]:
+def check_exact_lift(cfg: RunConfig, problem: Problem, warn: bool = True) -> tuple[str, ...]:
     """Refuses a hard constraint whose lift is the exact solution (`exact_lift_fields`:
     the answer would be handed to the network) unless the config opts in with
-    ``network.allow_exact_lift: true``, which warns (`ExactLiftWarning`). Returns the
-    lifted fields."""
+    ``network.allow_exact_lift: true``, which warns (`ExactLiftWarning`; ``warn=False``:
+    not again for a problem already warned about). Returns the lifted fields."""
     fields = exact_lift_fields(problem)
     if not fields:
         return ()
@@ -52,7 +52,8 @@ def check_exact_lift(cfg: RunConfig, problem: Problem) -> tuple[str, ...]:
             "constraint itself on purpose, set network.allow_exact_lift: true (the run then warns "
             "and records it in summary.json under exact_in_training)."
         )
-    warnings.warn(exact_lift_note(fields), ExactLiftWarning, stacklevel=3)
+    if warn:
+        warnings.warn(exact_lift_note(fields), ExactLiftWarning, stacklevel=3)
     return fields
 
 
