@@ -1,4 +1,5 @@
-"""The ``pinnkit`` command: ``train``, ``eval``, ``plot``, ``problems``.
+"""The ``pinnkit`` command: ``train``, ``eval``, ``plot``, ``problems`` (and ``predict``,
+``export``, ``slim``: `pinnkit.cli.tools`; ``runs``, ``compare``: `pinnkit.cli.runs`).
 
 User mistakes (config errors, missing files, bad run folders) print one paragraph on
 stderr and exit with status 2, without a traceback; warnings are one line each
@@ -257,9 +258,10 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plot)
     pr = sub.add_parser("problems", help="list built-in problems and their parameters")
     pr.set_defaults(func=cmd_problems)
-    from . import examples, tools
+    from . import examples, runs, tools
 
     tools.register(sub)  # predict, export, slim
+    runs.register(sub)  # runs DIR..., compare RUN...
     examples.register(sub)  # examples [copy DIR]
     return p
 

@@ -93,3 +93,35 @@ class InitialValue(AbstractTimeRestart):
             return self.value(x) + phi * s * y
         idx = jnp.asarray(self.outputs)
         return y.at[idx].set(self.value(x) + phi * s * y[idx])
+
+
+def exact_lift_fields(problem, n: int = 64) -> tuple[str, ...]:
+    """The fields whose hard-constraint lift is the exact solution: with a zero network
+    the constraint gives $y_k = g_k(x)$, and where $g_k = u^*_k$ (``problem.reference``)
+    at ``n`` sampled interior points (relative to $\\max(1, |u^*_k|)$: $10^{-5}$ in
+    float32, $10^{-10}$ in float64) the network starts at the answer, so the reported
+    error measures the lift, not training. A field whose exact solution vanishes at
+    every sample (a zero lift of a zero solution) is not counted.
+
+    Returns ``()`` when the problem has no hard constraint or no pointwise reference (a
+    numerical reference on the host, `pinnkit.physics.host.HostFunction`, is never a
+    lift). ``problem``: a `pinnkit.Problem`."""
+    import jax
+
+    from .host import HostFunction
+
+    hc, ref = problem.hard_constraint, problem.reference
+    if hc is None or ref is None or isinstance(ref, HostFunction):
+        return ()
+    dtype = jnp.asarray(0.0).dtype
+    pts = problem.domain.sample(jax.random.key(1), n, "interior", dtype)
+    zero = jnp.zeros((len(problem.out_names),), dtype)
+    lift = jax.vmap(lambda x: hc(x, zero))(pts)  # y = g + phi * 0
+    exact = jax.vmap(ref)(pts)
+    tol = 1e-5 if dtype == jnp.float32 else 1e-10
+    out = []
+    for k, name in enumerate(problem.out_names):
+        scale = float(jnp.max(jnp.abs(exact[:, k])))
+        if scale > 0 and float(jnp.max(jnp.abs(lift[:, k] - exact[:, k]))) <= tol * max(1.0, scale):
+            out.append(name)
+    return tuple(out)

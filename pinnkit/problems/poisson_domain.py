@@ -40,24 +40,28 @@ def poisson_domain(domain: Mapping, exact: str, boundary_value: str | float | No
     **Arguments:**
     - `domain`: the geometry tree (2-D or 3-D, no time).
     - `exact`: $u^*$, an expression of the coordinates (``docs/expressions.md``).
-    - `boundary_value`: $g$, an expression or number (default: ``exact``). It must agree
-      with $u^*$ on the boundary (checked on sampled boundary points). Give ``0`` when
-      $u^*$ vanishes there: the hard constraint then lifts nothing, so the network learns
-      the whole solution (a lifting $g = u^*$ would hand it the answer).
+    - `boundary_value`: $g$, an expression or number (default, or ``"exact"``: the
+      exact solution's values). It must agree with $u^*$ on the boundary (checked on
+      sampled boundary points). As a loss term only its boundary values count; the hard
+      constraint evaluates $g$ inside the domain too, so with the default its lift *is*
+      $u^*$ and the builder refuses it unless the config opts in with
+      ``network.allow_exact_lift: true`` (`pinnkit.run.exactlift`). Give ``0`` when $u^*$
+      vanishes there, or any expression right on the boundary only.
     - `k`: the diffusivity (a coefficient).
 
     A mesh file (``mesh: {file: ...}``) is read relative to the config file, then the
     working directory (`pinnkit.geometry.config.resolve_files`).
 
     ``network.hard_constraint: true`` imposes $u = g$ exactly through the shape's distance
-    function (`pinnkit.geometry.DistanceDirichlet`); not on a triangle mesh.
+    function (`pinnkit.geometry.DistanceDirichlet`); not on a triangle mesh. At re-entrant
+    corners a loss term is often the better choice (docs/geometry.md, measured).
     """
     dom = build_domain(domain, f"{KEY}.domain")
     coords = dom.coords
     if "t" in coords:
         raise ValueError(f"{KEY}.domain: poisson_domain is steady; remove t from the domain")
     ref, _ = _scalar_fn(str(exact), coords, f"{KEY}.exact")
-    g_text = exact if boundary_value is None else boundary_value
+    g_text = exact if boundary_value is None or boundary_value == "exact" else boundary_value
     g, zero = _scalar_fn(str(g_text), coords, f"{KEY}.boundary_value")
     pts = dom.sample(jax.random.key(0), 256, "boundary", jnp.asarray(0.0).dtype)
     gap = float(jnp.max(jnp.abs(jax.vmap(ref)(pts) - jax.vmap(g)(pts))))

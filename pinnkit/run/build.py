@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import warnings
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from ..train.sampling import Sampler
 from ..train.spec import Run, TimeWindows
 from ..train.weighting import Causal, Weighting
 from .config import RunConfig, did_you_mean
+from .exactlift import HardValueIsExactWarning, check_exact_lift
 
 # Inside `reusing_problems`, the problem the plan built is the one `build_run` gets
 # (`_factory`): some references are solved when the problem is made (seconds).
@@ -119,7 +121,11 @@ def build_problem(cfg: RunConfig) -> Problem:
                 f"{cfg.problem.name!r}; its parameters are: {allowed}"
             )
     try:
-        problem = factory(**params)
+        with warnings.catch_warnings():
+            # the expression problem's own warning on an exact hard value: the check below
+            # refuses it (or, opted in, warns) and says so once, for every problem
+            warnings.simplefilter("ignore", HardValueIsExactWarning)
+            problem = factory(**params)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"problem.params of {cfg.problem.name!r}: {e}") from None
     if not isinstance(problem, Problem):
@@ -146,6 +152,10 @@ def build_problem(cfg: RunConfig) -> Problem:
                 f"network.hard_constraint: problem {cfg.problem.name!r} defines no hard "
                 "constraint; set network.hard_constraint: false"
             )
+        memo, key = _MEMO.get(), ("exact lift warned", cfg.problem.name, repr(cfg.problem.params))
+        check_exact_lift(cfg, problem, warn=memo is None or key not in memo)  # once per run
+        if memo is not None:
+            memo[key] = True
         problem = problem.without(problem.enforced)
     return problem
 

@@ -37,6 +37,7 @@ from ..train.windows import fit_windows, load_windows
 from . import folder, loggers, memplan, yamlsafe
 from .build import build_problem, build_run, config_callbacks, reusing_problems
 from .config import RunConfig, dump_config
+from .exactlift import exact_lift_record
 from .folder import OWN_NAMES, Replaced, RunLock, earned_checkpoint, recover, remove_temp_files, stranded
 from .live import start_live_logging
 from .metrics import Predictor, predict
@@ -205,6 +206,7 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
         **({"gauge": run.problem.gauge_map} if run.problem.gauge and errors.get("rel_l2") else {}),
         "coeffs": {k: float(v) for k, v in res.coeffs.items()},
         **({"sampling_acceptance": acceptance} if acceptance else {}),
+        **exact_lift_record(run.config, run.problem),  # network.allow_exact_lift, when used
     }
 
 

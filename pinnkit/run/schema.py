@@ -107,6 +107,7 @@ class NetworkConfig:
     init: Literal[INITS] = "glorot_normal"
     normalize_inputs: bool = True
     hard_constraint: bool = False
+    allow_exact_lift: bool = False
     squares: bool = False
     fourier: FourierConfig | None = None
     periodic: dict[str, float] = field(default_factory=dict)
