@@ -18,8 +18,9 @@ The rules here (`linear`, `elementwise`, `product`, `scale`, `add`) are exact fo
 rows; `pinnkit.diffops.jets` exports them for the layers' own rules:
 
 - an affine map $z \\mapsto Wz + b$ maps the value to $Wz + b$ and every row $r \\mapsto Wr$:
-  three matmuls per layer (value, first-order block, stacked higher rows), each batched
-  over points by the caller's `vmap` into one large matrix product;
+  one matmul for the value, one per first-order row (one for the whole block beyond
+  `_SPLIT_ROWS` rows) and one for the stacked higher rows, each batched over points by
+  the caller's `vmap` into one large matrix product;
 - an element-wise $\\sigma$ with $s_j = \\sigma^{(j)}(z)$ maps
   $\\partial_a z \\mapsto s_1 \\partial_a z$,
   $\\Delta_S z \\mapsto s_1 \\Delta_S z + s_2 \\sum_{a \\in S} (\\partial_a z)^2$ (the forward
@@ -177,9 +178,9 @@ class Jet(NamedTuple):
     higher rows ``(*s)`` by `Row`.
 
     ``first=None`` or a row missing from ``rest`` means that row is zero. The three groups
-    go through an affine map as three matmuls (value, first-order block, stacked higher
-    rows) rather than one: no concatenation of the value with the rows, which measured
-    fastest for the forward Laplacian's reverse pass.
+    go through an affine map by separate matmuls (`linear`) rather than one: no
+    concatenation of the value with the rows, which measured fastest for the forward
+    Laplacian's reverse pass.
     """
 
     value: Array
