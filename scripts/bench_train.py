@@ -9,20 +9,22 @@ loss = unweighted sum of the terms' mean squares, one CPU thread.
   outputs u, v, p;
 - P3 Burgers: 4096 interior + 512 initial + 512 boundary points.
 
-A *floor* row per problem is Adam on a plain forward + backward of the same network over
-as many input vectors as the Taylor jets carry rows (`FLOOR_ROWS`): what any exact
-one-pass (forward-Laplacian-type) method must at least compute. pinnkit's momentum and
-continuity are separate terms with their own points (4096 each for P2), where the peers
-evaluate both residuals on the same 4096 points.
+The *floor* row per problem (issue 32) is the same network, points and loss with the
+derivative rows pushed through the MLP by hand (`scripts/train_floor.py`: value,
+first-order and Laplacian rows as plain arrays, one `jax.value_and_grad`); its loss is
+checked against pinnkit's on the same weights first. pinnkit's momentum and continuity
+are separate terms with their own points (4096 each for P2), where the peers evaluate
+both residuals on the same 4096 points; the floor does as pinnkit does.
 
 Two rates per row: **wall** steps/s, and **CPU** steps/s = steps per second of CPU time
 used by this process (`time.process_time`). With one XLA thread the CPU rate is what a
 quiet core would give, so it stays meaningful on a shared, loaded machine (cache sharing
-aside); the targets of issue 3 (P1 >= 45, P2 >= 19, P3 >= 60 steps/s on one quiet core)
-are compared with it. Compilation is excluded: the compiled chunk of ``--chunk`` steps is
-run once, then timed ``--repeats`` times, and the median is reported.
+aside). Compilation is excluded: the compiled chunk of ``--chunk`` steps is run once,
+then timed ``--repeats`` times, and the median is reported. Beside the rates, XLA's
+figures of one compiled step (a chunk of 1): FLOPs by its cost analysis, the number of
+fusions in the ENTRY computation (kernels per step) and the temporaries' bytes.
 
-    python scripts/bench_train.py [--problems P1,P2,P3] [--methods taylor,fwd_rev,autodiff]
+    taskset -c 1 python scripts/bench_train.py [--problems P1,P2,P3] [--methods taylor,...]
 """
 
 import argparse
@@ -46,18 +48,15 @@ from pinnkit.run.config import from_dict  # noqa: E402
 from pinnkit.train.loss import make_loss  # noqa: E402
 from pinnkit.train.step import TrainState, make_chunk, point_arrays, split_model  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_floor  # noqa: E402
+
 PROTOCOLS = {
     "P1": ({"name": "poisson2d"}, {"pde": 4096, "boundary": 1024}),
     "P2": ({"name": "kovasznay", "params": {"Re": 20}},
            {"momentum": 4096, "continuity": 4096, "boundary": 1024}),
     "P3": ({"name": "burgers"}, {"pde": 4096, "initial": 512, "boundary": 512}),
 }
-# The (rows x points) a one-pass method must push through the network per step: a Taylor
-# jet has d + 2 rows for a Laplacian (value, d first-order rows, one Laplacian row), 3 for
-# continuity's first derivatives, 1 for a boundary value.
-FLOOR_ROWS = {"P1": ((4, 4096), (1, 1024)), "P2": ((4, 4096), (3, 4096), (1, 1024)),
-              "P3": ((4, 4096), (1, 1024))}
-TARGETS = {"P1": 45.0, "P2": 19.0, "P3": 60.0}  # issue 3, steps/s on one quiet core
 PEERS = {"P1": 14.7, "P2": 6.3, "P3": 19.7}  # fastest peer (DeepXDE-PyTorch), quiet core: docs/benchmarks.md
 
 
@@ -74,66 +73,82 @@ def pinnkit_config(problem: str, method: str, chunk: int):
     })
 
 
-def timed(fn, n_steps: int, repeats: int) -> tuple[float, float]:
-    """Median (wall, CPU) steps/s of ``fn()`` (one call = ``n_steps`` steps; compiled)."""
-    jax.block_until_ready(fn())
+def timed(fn, args, n_steps: int, repeats: int) -> tuple[float, float]:
+    """Median (wall, CPU) steps/s of ``fn(*args)`` (one call = ``n_steps`` steps; compiled)."""
+    jax.block_until_ready(fn(*args))
     walls, cpus = [], []
     for _ in range(repeats):
         w0, c0 = time.perf_counter(), time.process_time()
-        jax.block_until_ready(fn())
+        jax.block_until_ready(fn(*args))
         walls.append(n_steps / (time.perf_counter() - w0))
         cpus.append(n_steps / (time.process_time() - c0))
     return statistics.median(walls), statistics.median(cpus)
 
 
-def pinnkit_rates(problem: str, method: str, chunk: int, repeats: int) -> tuple[float, float]:
-    """The training loop's own compiled chunk (`pinnkit.train.step.make_chunk`)."""
+def program_figures(fn, args) -> dict:
+    """XLA's view of one compiled step ``fn(*args)``: FLOPs (cost analysis), the fusion
+    instructions of the ENTRY computation, and the temporaries' peak bytes."""
+    compiled = fn.lower(*args).compile()
+    compiled = getattr(compiled, "compiled", compiled)  # an Equinox filter_jit's wrapper
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    text = compiled.as_text()
+    entry = text[text.index("\nENTRY"):]
+    entry = entry[: entry.index("\n}")]
+    fusions = sum(1 for line in entry.splitlines() if " fusion(" in line)
+    mem = compiled.memory_analysis()
+    return {"flops": cost.get("flops", float("nan")), "fusions": fusions,
+            "temp_mib": mem.temp_size_in_bytes / 2**20 if mem is not None else float("nan")}
+
+
+def pinnkit_step(problem: str, method: str, chunk: int):
+    """``(fn, args)``: the training loop's own compiled chunk (`pinnkit.train.step.make_chunk`)."""
     run = build_run(pinnkit_config(problem, method, chunk), mesh=make_mesh(1))
     params, static = split_model(run)
     params = replicate(params, run.mesh)
     phase = run.phases[0]
     state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
     chunk_fn = make_chunk(make_loss(run, static), phase, chunk, jax.random.key(2))
-    arrays = point_arrays(run)
-    return timed(lambda: chunk_fn(arrays, state)[1]["loss"], chunk, repeats)
+    return (lambda arrays, state: chunk_fn(arrays, state)[1]["loss"]), chunk_fn, (point_arrays(run), state)
 
 
-def floor_rates(problem: str, chunk: int, repeats: int) -> tuple[float, float]:
-    """The floor of any exact one-pass derivative method: Adam on mean(net(X)^2) with X
-    holding ``rows x points`` points (`FLOOR_ROWS`), i.e. one plain forward + backward of
-    the same network over as many vectors as the jets carry rows. Only the matmuls and
-    activations of those rows, none of the Taylor rules' extra element-wise work."""
-    run = build_run(pinnkit_config(problem, "autodiff", chunk), mesh=make_mesh(1))
-    net = run.network.core
-    n = sum(r * p for r, p in FLOOR_ROWS[problem])
-    x = jax.random.uniform(jax.random.key(0), (n, net.layers[0].in_features))
+def floor_step(problem: str, chunk: int):
+    """``(steps, args)``: ``chunk`` Adam steps on the hand-written floor's loss
+    (`scripts/train_floor.py`) from the run's initial weights and points."""
+    run = build_run(pinnkit_config(problem, "taylor", chunk), mesh=make_mesh(1))
+    layers = train_floor.weights(run.network)
+    loss = train_floor.loss_fn(problem, point_arrays(run), dict(run.problem.coeffs))
     opt = optax.adam(1e-3)
 
-    def loss(net):
-        return jnp.mean(jax.vmap(net)(x) ** 2)
-
-    @eqx.filter_jit
-    def steps(net, state):
-        params, static = eqx.partition(net, eqx.is_array)
-
+    @jax.jit
+    def steps(layers, state):
         def body(carry, _):
             p, s = carry
-            val, g = jax.value_and_grad(lambda q: loss(eqx.combine(q, static)))(p)
+            val, g = jax.value_and_grad(loss)(p)
             upd, s = opt.update(g, s)
             return (optax.apply_updates(p, upd), s), val
 
-        return jax.lax.scan(body, (params, state), None, length=chunk)[1]
+        return jax.lax.scan(body, (layers, state), None, length=chunk)  # all of it live
 
-    state0 = opt.init(eqx.filter(net, eqx.is_array))
-    return timed(lambda: steps(net, state0), chunk, repeats)
+    return steps, (layers, opt.init(layers))
 
 
-def baseline_rates(chunk: int, repeats: int) -> tuple[float, float]:
-    """P1 in plain JAX: vmap(jax.hessian) Laplacian, jitted step, Python loop (peer style)."""
+def check_floor(problem: str) -> float:
+    """|floor loss - pinnkit loss| / pinnkit loss on the initial weights (float32)."""
+    run = build_run(pinnkit_config(problem, "taylor", 1), mesh=make_mesh(1))
+    params, static = split_model(run)
+    arrays = point_arrays(run)
+    ours = make_loss(run, static)(params, jax.random.key(0), arrays)[0]
+    floor = train_floor.loss_fn(problem, arrays, dict(run.problem.coeffs))(train_floor.weights(run.network))
+    return float(abs(floor - ours) / abs(ours))
+
+
+def baseline_step(chunk: int):
+    """``(loop, step, args)``: P1 in plain JAX, vmap(jax.hessian) Laplacian, jitted step, a
+    Python loop of ``chunk`` steps (peer style)."""
     run = build_run(pinnkit_config("P1", "autodiff", chunk), mesh=make_mesh(1))
-    arrays = run.sampler.host_arrays(jax.random.fold_in(jax.random.key(run.config.train.seed), 1),
-                                     run.problem, jnp.float32)
-    xi, xb = jnp.asarray(arrays["pde"]), jnp.asarray(arrays["boundary"])
+    arrays = point_arrays(run)
+    xi, xb = arrays["pde"], arrays["boundary"]
     f = 2 * jnp.pi**2 * jnp.sin(jnp.pi * xi[:, 0]) * jnp.sin(jnp.pi * xi[:, 1])
     net = run.network.core  # the same MLP and initial weights (no input map here)
 
@@ -150,45 +165,62 @@ def baseline_rates(chunk: int, repeats: int) -> tuple[float, float]:
         upd, state = opt.update(g, state)
         return eqx.apply_updates(net, upd), state, val
 
-    state0 = opt.init(eqx.filter(net, eqx.is_array))
-
-    def loop():
-        n, s, v = net, state0, None
+    def loop(net, state):
+        v = None
         for _ in range(chunk):
-            n, s, v = step(n, s)
+            net, state, v = step(net, state)
         return v
 
-    return timed(loop, chunk, repeats)
+    return loop, step, (net, opt.init(eqx.filter(net, eqx.is_array)))
+
+
+def measure(name: str, fn, one_step, args, chunk: int, repeats: int, figures: bool) -> dict:
+    wall, cpu = timed(fn, args, chunk, repeats)
+    row = {"name": name, "wall": wall, "cpu": cpu}
+    if figures:
+        row.update(program_figures(one_step, args))
+    return row
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--problems", default="P1,P2,P3")
-    ap.add_argument("--methods", default=",".join(m for m in ("taylor", "fwd_rev", "autodiff")
-                                                   if m in METHODS))
+    ap.add_argument("--methods", default="taylor", help=f"pinnkit methods, of {','.join(METHODS)}")
     ap.add_argument("--chunk", type=int, default=50, help="steps per compiled chunk")
     ap.add_argument("--repeats", type=int, default=5, help="timed chunks (median reported)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the plain-JAX P1 baseline")
+    ap.add_argument("--no-figures", action="store_true",
+                    help="skip the FLOPs / fusions / memory of one compiled step")
     args = ap.parse_args(argv)
+    figures = not args.no_figures
     rows = []
     for prob in args.problems.split(","):
-        base = None
+        print(f"{prob}: floor loss vs pinnkit loss, relative difference {check_floor(prob):.1e}",
+              flush=True)
+        steps, fargs = floor_step(prob, args.chunk)
+        floor = measure("hand-written floor", steps, floor_step(prob, 1)[0], fargs, args.chunk,
+                        args.repeats, figures)
+        rows.append((prob, floor, floor))
         if prob == "P1" and not args.no_baseline:
-            base = baseline_rates(args.chunk, args.repeats)
-            rows.append((prob, "plain JAX vmap(jax.hessian) (baseline)", *base, base))
-        floor = floor_rates(prob, args.chunk, args.repeats)
-        rows.append((prob, "floor: plain fwd+bwd over the jet rows", *floor, base))
+            loop, step, bargs = baseline_step(args.chunk)
+            rows.append((prob, measure("plain JAX vmap(jax.hessian)", loop, step, bargs,
+                                       args.chunk, args.repeats, figures), floor))
         for m in args.methods.split(","):
-            rows.append((prob, f"pinnkit {m}", *pinnkit_rates(prob, m, args.chunk, args.repeats), base))
-    print(f"peer protocols, chunk {args.chunk}, median of {args.repeats}, 1 XLA thread, "
-          f"jax {jax.__version__}, load average {os.getloadavg()[0]:.1f}\n")
-    print("| problem | implementation | wall steps/s | CPU steps/s | × baseline (CPU) "
-          "| target | × fastest peer (CPU) |")
-    print("|---|---|---|---|---|---|---|")
-    for prob, name, wall, cpu, base in rows:
-        ratio = f"{cpu / base[1]:.2f}" if base else "—"
-        print(f"| {prob} | {name} | {wall:.1f} | {cpu:.1f} | {ratio} | {TARGETS[prob]:g} "
-              f"| {cpu / PEERS[prob]:.2f} |")
+            fn, _, pargs = pinnkit_step(prob, m, args.chunk)
+            one = pinnkit_step(prob, m, 1)[1]
+            rows.append((prob, measure(f"pinnkit {m}", fn, one, pargs, args.chunk, args.repeats,
+                                       figures), floor))
+    print(f"\npeer protocols, chunk {args.chunk}, median of {args.repeats}, 1 XLA thread, "
+          f"jax {jax.__version__}, load average {os.getloadavg()[0]:.1f}; figures of one "
+          "compiled step\n")
+    print("| problem | implementation | wall steps/s | CPU steps/s | × floor (CPU) "
+          "| × fastest peer (CPU) | GFLOP | top-level fusions | temp MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for prob, r, floor in rows:
+        fig = (f"{r['flops'] / 1e9:.3f} | {r['fusions']} | {r['temp_mib']:.1f}" if figures
+               else "— | — | —")
+        print(f"| {prob} | {r['name']} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['cpu'] / floor['cpu']:.2f} "
+              f"| {r['cpu'] / PEERS[prob]:.2f} | {fig} |")
     return 0
 
 

@@ -18,8 +18,9 @@ The rules here (`linear`, `elementwise`, `product`, `scale`, `add`) are exact fo
 rows; `pinnkit.diffops.jets` exports them for the layers' own rules:
 
 - an affine map $z \\mapsto Wz + b$ maps the value to $Wz + b$ and every row $r \\mapsto Wr$:
-  three matmuls per layer (value, first-order block, stacked higher rows), each batched
-  over points by the caller's `vmap` into one large matrix product;
+  one matmul for the value, one per first-order row (one for the whole block beyond
+  `_SPLIT_ROWS` rows) and one for the stacked higher rows, each batched over points by
+  the caller's `vmap` into one large matrix product;
 - an element-wise $\\sigma$ with $s_j = \\sigma^{(j)}(z)$ maps
   $\\partial_a z \\mapsto s_1 \\partial_a z$,
   $\\Delta_S z \\mapsto s_1 \\Delta_S z + s_2 \\sum_{a \\in S} (\\partial_a z)^2$ (the forward
@@ -177,9 +178,9 @@ class Jet(NamedTuple):
     higher rows ``(*s)`` by `Row`.
 
     ``first=None`` or a row missing from ``rest`` means that row is zero. The three groups
-    go through an affine map as three matmuls (value, first-order block, stacked higher
-    rows) rather than one: no concatenation of the value with the rows, which measured
-    fastest for the forward Laplacian's reverse pass.
+    go through an affine map by separate matmuls (`linear`) rather than one: no
+    concatenation of the value with the rows, which measured fastest for the forward
+    Laplacian's reverse pass.
     """
 
     value: Array
@@ -212,6 +213,10 @@ def select(rows: Array, idx: Sequence[int]) -> Array:
     return jnp.stack([rows[i] for i in idx])
 
 
+# first-order blocks of up to this many rows go through the affine map row by row
+_SPLIT_ROWS = 4
+
+
 def linear(jet: Jet, weight: Array, bias: Array | None, keep=None) -> Jet:
     """$z \\mapsto Wz + b$, rows $r \\mapsto Wr$. ``keep``: the higher rows still needed
     (``None``: all); the first-order block is dropped when no first-order row is kept."""
@@ -221,7 +226,14 @@ def linear(jet: Jet, weight: Array, bias: Array | None, keep=None) -> Jet:
     first = jet.first
     if first is not None and keep is not None and not any(k.is_first_order for k in keep):
         first = None
-    first = None if first is None else first @ weight.T
+    if first is not None and first.shape[0] <= _SPLIT_ROWS:
+        # one matmul per first-order row, not one over the (p, n) block: under the caller's
+        # vmap the block's weight cotangent contracts over points *and* rows, which XLA:CPU
+        # lowers with a transposed copy of the block; per row it is a plain (n, w) matmul
+        # (issue 32: 8-12 % off P1's value_and_grad, same values)
+        first = jnp.stack([f @ weight.T for f in first])
+    elif first is not None:  # many directions (high d): one matmul, a short program
+        first = first @ weight.T
     keys = [k for k in jet.rest if keep is None or k in keep]
     if len(keys) == 1:
         return Jet(value, first, {keys[0]: weight @ jet.rest[keys[0]]})
