@@ -140,3 +140,22 @@ def test_labels_have_units_never_scale_factors():
     assert when("t", 5.0, units) == "t = 5 days" and when("t", 1.0, units) == "t = 1 day"
     assert when("t", 2.857, units) == "t = 2.86 days" and when("t", 0.5, {"t": "s"}) == "t = 0.5 s"
     assert when("t", 3.0, {}) == "t = 3"
+
+
+def test_cells_in_a_hole_take_their_neighbours_values():
+    """Wide cells centred in a hole would reach past its outline as white notches: they
+    take the nearest valid value (the grey patch hides the rest); NaN outside the domain
+    but in no hole stays NaN."""
+    from pinnkit.plot.layout import under_holes
+
+    X, Y = np.meshgrid(np.linspace(0, 1, 41), np.linspace(0, 1, 21), indexing="ij")
+    V = X + 0.0
+    in_disk = np.hypot(X - 0.5, Y - 0.5) < 0.2
+    V[in_disk | (X > 0.9)] = np.nan
+    th = np.linspace(0, 2 * np.pi, 129)
+    circle = np.stack([0.5 + 0.2 * np.cos(th), 0.5 + 0.2 * np.sin(th)], axis=1)
+    out = under_holes(X, Y, V, [(circle, True)])
+    assert not np.isnan(out[in_disk]).any() and np.isnan(out[X > 0.9]).all()
+    np.testing.assert_array_equal(out[~np.isnan(V)], V[~np.isnan(V)])
+    assert np.all((out[in_disk] >= 0.25) & (out[in_disk] <= 0.75))  # values from the disk's rim
+    assert under_holes(X, Y, V, [(circle, False)]) is V  # not a hole: untouched

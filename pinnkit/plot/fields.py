@@ -27,7 +27,7 @@ from ..sphere.domain import Sphere
 from .labels import label as label
 from .labels import unit_text as unit_text
 from .labels import when
-from .layout import _plt, colorbar, draw_outline, map_grid, outline_of
+from .layout import _plt, colorbar, draw_outline, map_grid, outline_of, under_holes
 
 
 def choose_slice(values: np.ndarray, axis: int = -1, floor: float = 0.1) -> int:
@@ -104,7 +104,8 @@ def _line_figure(x, c, P, R, name, units):
 
 
 def _image(fig, ax, X, Y, V, *, cmap, vmin, vmax, xlabel, ylabel, title, cbar, outline=()):
-    im = ax.pcolormesh(X, Y, V, shading="nearest", cmap=cmap, vmin=vmin, vmax=vmax, rasterized=True)
+    im = ax.pcolormesh(X, Y, under_holes(X, Y, V, outline), shading="nearest", cmap=cmap, vmin=vmin,
+                       vmax=vmax, rasterized=True)
     draw_outline(ax, outline)
     ax.set(xlabel=xlabel, ylabel=ylabel, xlim=(X.min(), X.max()), ylim=(Y.min(), Y.max()))
     ax.set_title(title, fontsize=10)

@@ -109,6 +109,29 @@ def draw_outline(ax, curves: list[tuple[np.ndarray, bool]], fill: str = "0.82"):
             ax.plot(c[:, 0], c[:, 1], "k-", lw=0.9, zorder=3)
 
 
+def under_holes(X: np.ndarray, Y: np.ndarray, V: np.ndarray, curves) -> np.ndarray:
+    """``V`` with its NaN cells inside a hole (`outline_of`) given their nearest valid
+    neighbour's value: the grey patch hides them, and a cell that is centred in the hole
+    but reaches past its outline (wide cells of a long channel's square grid) shows the
+    flow beside it instead of a white notch. NaN elsewhere (outside the domain) stays."""
+    holes = [c for c, hole in curves if hole]
+    bad = np.isnan(V)
+    if not holes or not bad.any() or bad.all():
+        return V
+    from matplotlib.path import Path
+    from scipy.ndimage import distance_transform_edt
+
+    pts = np.stack([X.ravel(), Y.ravel()], axis=1)
+    in_hole = np.zeros(V.size, bool)
+    for c in holes:
+        in_hole |= Path(c).contains_points(pts)
+    fill = bad & in_hole.reshape(V.shape)
+    idx = distance_transform_edt(bad, return_distances=False, return_indices=True)
+    out = np.array(V, copy=True)
+    out[fill] = V[tuple(i[fill] for i in idx)]
+    return out
+
+
 def _is_hole(loop: np.ndarray, inside) -> bool:
     """The loop encloses no point of the domain: the points of an 8 × 8 grid over its
     box that lie inside it (even-odd rule) are all outside the domain."""
