@@ -1,5 +1,5 @@
 """End to end through the `pinnkit` command: run directory contents, determinism,
-SIGTERM + --resume, eval/plot/problems, load_run and the notebook."""
+SIGTERM + --resume, eval/plot/problems and load_run (the notebooks: tests/test_notebooks.py)."""
 
 import json
 import os
@@ -127,17 +127,3 @@ def test_load_run(tiny_run):
     rel = np.linalg.norm(g["u"] - g["u_ref"]) / np.linalg.norm(g["u_ref"])
     assert rel == pytest.approx(run.summary["rel_l2"]["u"], rel=1e-6)
     assert len(run.loss_history()["loss"]) == 61
-
-
-def test_notebook_executes(tiny_run, monkeypatch):
-    import nbclient
-    import nbformat
-
-    # Jupyter starts the kernel in notebooks/; a relative PINNKIT_RUN is relative to the repository
-    monkeypatch.setenv("PINNKIT_RUN", os.path.relpath(tiny_run, ROOT))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(ROOT / "notebooks" / "01_poisson.ipynb", as_version=4)
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
-    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    assert "relative L2 error on the grid" in text

@@ -1,11 +1,8 @@
 """Navier–Stokes problems: exact solutions zero every residual (and a wrong Reynolds
 number does not), hard constraints hold exactly and use boundary data only, the Ghia
 tables are intact, the spectral reference reproduces Taylor–Green, tiny configs train
-and lower the error, the flow figures and the notebook run."""
+and lower the error, and the flow figures (the notebooks: tests/test_notebooks.py)."""
 
-import json
-import math
-import os
 from pathlib import Path
 
 import jax
@@ -268,20 +265,3 @@ def test_flow_plots(tiny_runs):
     assert gif.stat().st_size > 0
     cavity = pinnkit.load_run(tiny_runs["ns_cavity"])
     assert "centrelines.png" in {p.name for p in plot_flow.write_flow_plots(cavity, 33)}
-
-
-def test_notebook_executes(tiny_runs, monkeypatch):
-    import nbclient
-    import nbformat
-
-    # Jupyter starts the kernel in notebooks/; a relative PINNKIT_RUN is relative to the repository
-    monkeypatch.setenv("PINNKIT_RUN", os.path.relpath(tiny_runs["ns_cavity"], ROOT))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(ROOT / "notebooks" / "02_navier_stokes.ipynb", as_version=4)
-    nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
-    ).execute()
-    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
-    assert "max deviation from Ghia" in text
-    assert "c_D " in text and "reference  5.579535" in text  # the shipped DFG 2D-1 run's figures
-    assert math.isfinite(json.loads((tiny_runs["ns_cavity"] / "summary.json").read_text())["final_loss"])

@@ -26,16 +26,8 @@ import numpy as np
 from ..sphere.domain import Sphere
 from .labels import label as label
 from .labels import unit_text as unit_text
-
-
-def _plt():
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from .labels import when
+from .layout import _plt, colorbar, draw_outline, map_grid, outline_of, under_holes
 
 
 def choose_slice(values: np.ndarray, axis: int = -1, floor: float = 0.1) -> int:
@@ -59,11 +51,13 @@ def _axes_of(domain, shape) -> dict[str, np.ndarray]:
 
 
 def field_figure(domain, shape, pred, ref, name: str, units: dict[str, str] | None = None,
-                 mean_free: bool = False):
+                 mean_free: bool = False, outline: list | None = None):
     """Prediction, reference and |error| of field ``name`` on a box grid of ``shape``
     (``indexing="ij"`` over ``domain.coords``); the layouts of the module docstring.
     ``mean_free``: a field defined up to a constant (pressure; up to a function of time
-    when time-dependent) is shown with its spatial mean removed, as its errors are."""
+    when time-dependent) is shown with its spatial mean removed, as its errors are.
+    ``outline``: the boundary of a 2-D shape to draw on the maps (default: from
+    ``domain``, `pinnkit.plot.layout.outline_of`)."""
     units = dict(units or {})
     coords = list(domain.coords)
     P = np.asarray(pred).reshape(shape)
@@ -85,13 +79,15 @@ def field_figure(domain, shape, pred, ref, name: str, units: dict[str, str] | No
         if len(space) == 1:
             return _time_line_figure(ax_of, space[0], P, R, name, units)
         k = np.linspace(0, P.shape[0] - 1, 3).round().astype(int)
-        tu = unit_text("t", units)
-        times = [(f"t = {ax_of['t'][i]:.3g}" + (f" {tu}" if tu else ""), P[i], None if R is None else R[i])
-                 for i in k]
-        return _maps_figure(ax_of, space, times, name, units)
-    if len(coords) == 1:
+        times = [(when("t", ax_of["t"][i], units), P[i], None if R is None else R[i]) for i in k]
+        rows = times
+    elif len(coords) == 1:
         return _line_figure(ax_of[coords[0]], coords[0], P, R, name, units)
-    return _maps_figure(ax_of, coords, [("", P, R)], name, units)
+    else:
+        space, rows = coords, [("", P, R)]
+    if outline is None:
+        outline = outline_of(domain) if len(space) == 2 else []
+    return _maps_figure(ax_of, space, rows, name, units, outline)
 
 
 def _line_figure(x, c, P, R, name, units):
@@ -107,18 +103,21 @@ def _line_figure(x, c, P, R, name, units):
     return fig
 
 
-def _image(fig, ax, X, Y, V, *, cmap, vmin, vmax, equal, xlabel, ylabel, title, cbar):
-    im = ax.pcolormesh(X, Y, V, shading="nearest", cmap=cmap, vmin=vmin, vmax=vmax)
-    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
-    if equal:
-        ax.set_aspect("equal")
-    fig.colorbar(im, ax=ax, shrink=0.85, label=cbar)
+def _image(fig, ax, X, Y, V, *, cmap, vmin, vmax, xlabel, ylabel, title, cbar, outline=()):
+    im = ax.pcolormesh(X, Y, under_holes(X, Y, V, outline), shading="nearest", cmap=cmap, vmin=vmin,
+                       vmax=vmax, rasterized=True)
+    draw_outline(ax, outline)
+    ax.set(xlabel=xlabel, ylabel=ylabel, xlim=(X.min(), X.max()), ylim=(Y.min(), Y.max()))
+    ax.set_title(title, fontsize=10)
+    colorbar(fig, ax, im, cbar)
 
 
-def _maps_figure(ax_of, space, rows, name, units):
+def _maps_figure(ax_of, space, rows, name, units, outline=()):
     """Rows of (title, prediction, reference) maps over the first two spatial
-    coordinates; a third is sliced (`choose_slice`) at one index for every row."""
-    plt = _plt()
+    coordinates; a third is sliced (`choose_slice`) at one index for every row. Boxes
+    keep the coordinates' aspect ratio when they share a unit (`pinnkit.plot.layout`); a
+    long domain (wider than 1.6 : 1) puts prediction, reference and error in a column,
+    one column per time."""
     cx, cy = space[0], space[1]
     note = ""
     if len(space) == 3:
@@ -127,24 +126,27 @@ def _maps_figure(ax_of, space, rows, name, units):
         k = choose_slice(ref_or_pred, axis=-1)
         rows = [(t, p[..., k], None if r is None else r[..., k]) for t, p, r in rows]
         note = f"{cz} = {ax_of[cz][k]:.3g}"
+        outline = ()
     has_ref = rows[0][2] is not None
     ncol = 3 if has_ref else 1
-    fig, axes = plt.subplots(len(rows), ncol, figsize=(4.4 * ncol, 3.7 * len(rows)),
-                             constrained_layout=True, squeeze=False)
+    equal = units.get(cx, "") == units.get(cy, "")
+    aspect = float(np.ptp(ax_of[cx]) / np.ptp(ax_of[cy])) if equal else 1.25
+    long = aspect > 1.6
+    fig, axes = map_grid(*((ncol, len(rows)) if long else (len(rows), ncol)), aspect)
     vmin, vmax = _limits(*(p for _, p, _ in rows), *(r for _, _, r in rows))
     emax = max(float(np.nanmax(np.abs(p - r))) for _, p, r in rows) if has_ref else None
     X, Y = np.meshgrid(ax_of[cx], ax_of[cy], indexing="ij")
-    equal = units.get(cx, "") == units.get(cy, "")
-    common = dict(equal=equal, xlabel=label(cx, units), ylabel=label(cy, units))
-    for row, (when, p, r) in zip(axes, rows, strict=True):
-        where = ", ".join(s for s in (when, note) if s)
+    common = dict(xlabel=label(cx, units), ylabel=label(cy, units), outline=outline)
+    for i, (at, p, r) in enumerate(rows):
+        panel = axes[:, i] if long else axes[i]
+        where = ", ".join(s for s in (at, note) if s)
         suffix = f" ({where})" if where else ""
-        _image(fig, row[0], X, Y, p, cmap="viridis", vmin=vmin, vmax=vmax,
+        _image(fig, panel[0], X, Y, p, cmap="viridis", vmin=vmin, vmax=vmax,
                title=f"{name}: prediction{suffix}", cbar=label(name, units), **common)
         if has_ref:
-            _image(fig, row[1], X, Y, r, cmap="viridis", vmin=vmin, vmax=vmax,
+            _image(fig, panel[1], X, Y, r, cmap="viridis", vmin=vmin, vmax=vmax,
                    title=f"{name}: reference{suffix}", cbar=label(name, units), **common)
-            _image(fig, row[2], X, Y, np.abs(p - r), cmap="magma", vmin=0.0, vmax=emax,
+            _image(fig, panel[2], X, Y, np.abs(p - r), cmap="magma", vmin=0.0, vmax=emax,
                    title=f"|error|{suffix}", cbar=f"|error| of {label(name, units)}", **common)
     return fig
 
@@ -156,31 +158,35 @@ def _time_line_figure(ax_of, cx, P, R, name, units):
     t, x = ax_of["t"], ax_of[cx]
     has_ref = R is not None
     ncol = 3 if has_ref else 1
-    fig = plt.figure(figsize=(4.6 * max(ncol, 2), 7.4), constrained_layout=True)
+    fig = plt.figure(figsize=(4.8 * max(ncol, 2), 7.6), layout="constrained")
+    # room between panels: a colour bar's label must not run into the next map's axis label
+    fig.get_layout_engine().set(w_pad=0.06, wspace=0.08, h_pad=0.08)
     grid = fig.add_gridspec(2, 2 * ncol)
     T, X = np.meshgrid(t, x, indexing="ij")
     vmin, vmax = _limits(P, R)
-    common = dict(equal=False, xlabel=label("t", units), ylabel=label(cx, units))
     top = [fig.add_subplot(grid[0, 2 * j:2 * j + 2]) for j in range(ncol)]
-    _image(fig, top[0], T, X, P, cmap="viridis", vmin=vmin, vmax=vmax, title=f"{name}: prediction",
-           cbar=label(name, units), **common)
+    maps = [(P, "viridis", vmin, vmax, f"{name}: prediction", label(name, units))]
     if has_ref:
-        _image(fig, top[1], T, X, R, cmap="viridis", vmin=vmin, vmax=vmax, title=f"{name}: reference",
-               cbar=label(name, units), **common)
-        _image(fig, top[2], T, X, np.abs(P - R), cmap="magma", vmin=0.0, vmax=None, title="|error|",
-               cbar=f"|error| of {label(name, units)}", **common)
+        maps += [(R, "viridis", vmin, vmax, f"{name}: reference", label(name, units)),
+                 (np.abs(P - R), "magma", 0.0, None, "|error|", f"|error| of {label(name, units)}")]
+    for j, (ax, (V, cmap, lo, hi, title, bar)) in enumerate(zip(top, maps, strict=True)):
+        im = ax.pcolormesh(T, X, V, shading="nearest", cmap=cmap, vmin=lo, vmax=hi, rasterized=True)
+        # the maps share their axes: the space label once, on the first (beside a colour bar's
+        # label it would read as one word)
+        ax.set(xlabel=label("t", units), ylabel=label(cx, units) if j == 0 else "")
+        ax.set_title(title, fontsize=10)
+        fig.colorbar(im, ax=ax, shrink=0.9, pad=0.03).set_label(bar, fontsize=9)
     half = ncol  # bottom row: two panels, each half the width
     prof = fig.add_subplot(grid[1, :half])
     errs = fig.add_subplot(grid[1, half:]) if has_ref else None
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    tu = unit_text("t", units)
     for j, i in enumerate(np.linspace(0, len(t) - 1, 4).round().astype(int)):
         c = colours[j % len(colours)]
-        when = f"t = {t[i]:.3g}" + (f" {tu}" if tu else "")
-        prof.plot(x, P[i], color=c, label=when)
+        at = when("t", t[i], units)
+        prof.plot(x, P[i], color=c, label=at)
         if has_ref:
             prof.plot(x, R[i], "--", color=c, lw=1)
-            errs.semilogy(x, np.abs(P[i] - R[i]) + 1e-300, color=c, label=when)
+            errs.semilogy(x, np.abs(P[i] - R[i]) + 1e-300, color=c, label=at)
     if has_ref:  # an exact initial condition gives ~1e-16 errors: keep six decades in view
         top = float(np.nanmax(np.abs(P - R)))
         if top > 0:
@@ -233,8 +239,13 @@ def parity_figure(pred, ref, name: str, units: dict[str, str] | None = None):
     return fig
 
 
-def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list[Path]:
-    """Writes ``plots/<field>.png`` for every field and ``plots/loss.png``."""
+def write_plots(run_dir: Path, problem, grid: dict, history: list[dict], network=None,
+                dtype=None, batch: int = 4096) -> list[Path]:
+    """Writes ``plots/<field>.png`` for every field and ``plots/loss.png``; for a 2-D flow
+    (`pinnkit.plot.flow.is_flow`) given its trained ``network`` also ``plots/flow.png``
+    (speed and streamlines, pressure, vorticity) and, with a reference,
+    ``flow_reference.png`` and ``flow_error.png`` (`pinnkit.plot.flow.flow_figures`,
+    evaluated in ``dtype``, default float32, ``batch`` points at a time)."""
     plt = _plt()
     out = Path(run_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
@@ -248,10 +259,11 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
         nt = len(sphere_fields["time"])
         times = sorted(set(np.linspace(0, nt - 1, 3).round().astype(int).tolist()))
     inside = None if on_sphere else problem.domain.inside(grid["points"])  # shapes: mask the box
+    outline = [] if on_sphere else outline_of(problem.domain)
     for i, name in enumerate(problem.out_names):
         ref = grid["ref"][:, i] if grid.get("ref") is not None else None
         pred = grid["pred"][:, i]
-        if inside is not None:  # NaN outside the shape: drawn blank
+        if inside is not None:  # NaN outside the shape: drawn blank, the outline drawn over
             pred = np.where(inside, pred, np.nan)
             ref = None if ref is None else np.where(inside, ref, np.nan)
         if on_sphere:
@@ -260,7 +272,7 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
             fig = parity_figure(pred, ref, name, units)
         else:
             fig = field_figure(problem.domain, grid["shape"], pred, ref, name, units,
-                               mean_free=name in problem.mean_free)
+                               mean_free=name in problem.mean_free, outline=outline)
         p = out / f"{name}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)
@@ -270,4 +282,10 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict]) -> list
     fig.savefig(p, dpi=110)
     plt.close(fig)
     paths.append(p)
+    if network is not None and not on_sphere:
+        from . import flow
+
+        if flow.is_flow(problem):
+            kw = {} if dtype is None else {"dtype": dtype}
+            paths += flow.save(flow.flow_figures(network, problem, batch=batch, **kw), out)
     return paths

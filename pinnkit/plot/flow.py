@@ -1,14 +1,21 @@
 r"""Figures for incompressible-flow runs (problems in ``pinnkit/problems/navier_stokes.py``).
 
-- `flow_fields`: velocity, pressure, vorticity (and the reference's) on a grid, at one
-  time for unsteady problems. Derivatives (vorticity; the velocity of a
-  stream-function network) are exact, by `jax.jacfwd` of the network.
+- `flow_fields` (`flow_fields_of` for a network and problem): velocity, pressure,
+  vorticity (and the reference's) on a grid, at one time for unsteady problems.
+  Derivatives (vorticity; the velocity of a stream-function network) are exact, by
+  `jax.jacfwd` of the network.
 - `flow_figure`: speed with streamlines, pressure, vorticity.
 - `error_figure`: $|u - u^*|$, $|v - v^*|$, $|p - p^*|$ (pressure means removed), $|\omega - \omega^*|$.
 - `centreline_figure`: lid-driven cavity profiles $u(0.5, y)$ and $v(x, 0.5)$ against
   Ghia, Ghia & Shin (1982).
 - `animate`: a GIF of an unsteady run (matplotlib's ``PillowWriter``).
+- `flow_figures`: the flow, reference and error figures of a network and its problem,
+  what `pinnkit plot` draws for every 2-D flow (`is_flow`).
 - `write_flow_plots`: all of the above that apply, into ``RUN/plots/``.
+
+Maps keep the domain's aspect ratio (a 2.2 × 0.41 channel is drawn in a column of long
+panels, the figure sized from it: `pinnkit.plot.layout`), and a shape's boundary is
+drawn from its geometry (`pinnkit.geometry.outline.outline`), holes filled grey.
 
 Everything takes a `pinnkit.RunData` (``pinnkit.load_run(DIR)``); matplotlib uses the Agg
 backend when no interactive one is active.
@@ -23,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..run.metrics import predict
-from .fields import _plt
+from .labels import label, when
+from .layout import _plt, colorbar, draw_outline, map_grid, outline_of
 
 
 def _dtype(run):
@@ -54,9 +62,17 @@ def _derived(fn, out_names: tuple[str, ...], coords: tuple[str, ...]):
     return one
 
 
-def _outline(domain, pts: np.ndarray, coords) -> np.ndarray | None:
-    """The signed distance of a shape's spatial part at ``pts`` (negative inside), whose
-    zero contour is the outline; None for a box (the image fills it)."""
+def is_flow(problem) -> bool:
+    """A 2-D incompressible flow: space ``(x, y)`` (and maybe ``t``), fields ``u, v, p``
+    or a stream function and vorticity ``psi, omega`` (built-in or expression problems)."""
+    space = tuple(c for c in problem.domain.coords if c != "t")
+    names = set(problem.out_names)
+    return space == ("x", "y") and ({"u", "v", "p"} <= names or {"psi", "omega"} <= names)
+
+
+def _sdf(domain, pts: np.ndarray, coords) -> np.ndarray | None:
+    """The signed distance of a shape's spatial part at ``pts`` (negative inside); None
+    for a box."""
     from ..geometry.base import AbstractShape
     from ..geometry.domains import SpaceTime
 
@@ -67,48 +83,66 @@ def _outline(domain, pts: np.ndarray, coords) -> np.ndarray | None:
     return np.asarray(jax.jit(jax.vmap(shape.sdf))(jnp.asarray(pts[:, space])))
 
 
+def _counts(resolution, width: float, height: float) -> tuple[int, int]:
+    """``(n_x, n_y)``: an int is the count along the shorter side, the longer side gets
+    as many more as keep the cells square (a 2.2 × 0.41 channel at 83: 446 × 83)."""
+    if not isinstance(resolution, int):
+        return tuple(int(n) for n in resolution)
+    if width >= height:
+        return max(resolution, round(resolution * width / height)), resolution
+    return resolution, max(resolution, round(resolution * height / width))
+
+
 def flow_fields(run, resolution: int | tuple[int, int] = 101, t: float | None = None,
                 window: tuple[tuple[float, float], tuple[float, float]] | None = None,
-                ) -> dict[str, np.ndarray]:
-    r"""The flow of a run on a grid over its spatial box (or ``window``).
+                ) -> dict:
+    r"""The flow of a run on a grid over its spatial box (or ``window``): `flow_fields_of`
+    for a `pinnkit.RunData`, in the run's precision."""
+    return flow_fields_of(run.network, run.problem, resolution, t, window, _dtype(run),
+                          min(run.config.eval.batch, 4096))
+
+
+def flow_fields_of(network, problem, resolution: int | tuple[int, int] = 101, t: float | None = None,
+                   window: tuple[tuple[float, float], tuple[float, float]] | None = None,
+                   dtype=jnp.float32, batch: int = 4096) -> dict:
+    r"""The flow of ``network`` (and of ``problem.reference``) on a grid.
 
     **Arguments:**
-    - `run`: a `pinnkit.RunData`.
-    - `resolution`: points per direction, or ``(n_x, n_y)`` (a long channel wants more
-      along $x$).
+    - `network`, `problem`: a trained network and its flow problem (`is_flow`).
+    - `resolution`: points along the shorter side of the box (square cells; `_counts`), or
+      ``(n_x, n_y)``.
     - `t`: the time of an unsteady problem (default: its final time); ignored if steady.
     - `window`: ``((x0, y0), (x1, y1))``, a part of the box to draw (default: all of it).
+    - `dtype`, `batch`: evaluation precision and batch size.
 
     **Returns:** ``{"x", "y", "u", "v", "p", "omega", "speed"}`` as ``(n_x, n_y)`` arrays
-    (``indexing="ij"``), plus ``"t"`` for unsteady problems and ``<name>_ref`` for each
-    field when the problem has a reference. On a shape (`pinnkit.geometry`) the fields are
-    NaN outside the domain and ``"sdf"`` holds its signed distance (the outline is its
-    zero contour).
+    (``indexing="ij"``), plus ``"t"`` for unsteady problems, ``<name>_ref`` for each field
+    when the problem has a reference, and ``"units"`` (the problem's). On a shape
+    (`pinnkit.geometry`) the fields are NaN outside the domain, ``"sdf"`` holds its signed
+    distance and ``"outline"`` its boundary (`pinnkit.plot.layout.outline_of`).
     """
-    problem = run.problem
     coords = problem.domain.coords
     lo, hi = problem.domain.bounds()
     ix, iy = coords.index("x"), coords.index("y")
-    nx, ny = (resolution, resolution) if isinstance(resolution, int) else resolution
     (x0, y0), (x1, y1) = window if window is not None else ((lo[ix], lo[iy]), (hi[ix], hi[iy]))
+    nx, ny = _counts(resolution, x1 - x0, y1 - y0)
     X, Y = np.meshgrid(np.linspace(x0, x1, nx), np.linspace(y0, y1, ny), indexing="ij")
     pts = np.zeros((X.size, len(coords)))
     pts[:, ix], pts[:, iy] = X.ravel(), Y.ravel()
-    out = {"x": X, "y": Y}
+    out = {"x": X, "y": Y, "units": problem.units_map, "outline": outline_of(problem.domain)}
     if "t" in coords:
         t = hi[coords.index("t")] if t is None else float(t)
         pts[:, coords.index("t")] = t
         out["t"] = np.asarray(t)
     inside = problem.domain.inside(pts)
-    sdf = _outline(problem.domain, pts, coords)
+    sdf = _sdf(problem.domain, pts, coords)
     if sdf is not None:
         out["sdf"] = sdf.reshape(X.shape)
-    sources = [("", run.network)]
+    sources = [("", network)]
     if problem.reference is not None:
         sources.append(("_ref", problem.reference))
-    batch = min(run.config.eval.batch, 4096)
     for suffix, fn in sources:
-        vals = predict(_derived(fn, problem.out_names, coords), pts, batch, _dtype(run))
+        vals = predict(_derived(fn, problem.out_names, coords), pts, batch, dtype)
         if inside is not None:  # no values drawn outside the shape
             vals = np.where(inside[:, None], vals, np.nan)
         for i, name in enumerate(("u", "v", "p", "omega")):
@@ -117,68 +151,85 @@ def flow_fields(run, resolution: int | tuple[int, int] = 101, t: float | None = 
     return out
 
 
-def _panel(fig, ax, fields, values, title, cmap="viridis", symmetric=False):
+def _aspect(fields) -> float:
+    return float(np.ptp(fields["x"]) / np.ptp(fields["y"]))
+
+
+def _panel(fig, ax, fields, values, title, cmap="viridis", symmetric=False, bar=""):
     # Signed fields: a symmetric range at the 99.5th percentile, so that corner
     # singularities (cavity pressure and vorticity) do not wash out the interior.
     vmax = np.nanpercentile(np.abs(values), 99.5) if symmetric else None
     im = ax.pcolormesh(fields["x"], fields["y"], values, shading="auto", cmap=cmap,
-                       vmin=-vmax if symmetric else None, vmax=vmax)
-    if "sdf" in fields:  # the shape's outline
-        ax.contour(fields["x"], fields["y"], fields["sdf"], levels=[0.0], colors="k", linewidths=0.8)
-    ax.set(title=title, xlabel="x", ylabel="y", aspect="equal")
-    fig.colorbar(im, ax=ax, shrink=0.85)
+                       vmin=-vmax if symmetric else None, vmax=vmax, rasterized=True)
+    draw_outline(ax, fields.get("outline", []))
+    units = fields.get("units", {})
+    ax.set_title(title, fontsize=10)
+    ax.set(xlabel=label("x", units), ylabel=label("y", units),
+           xlim=(fields["x"].min(), fields["x"].max()), ylim=(fields["y"].min(), fields["y"].max()))
+    colorbar(fig, ax, im, bar)
     return im
+
+
+def _grid(fields, n: int, title: str):
+    """``n`` panels in a column for a long domain (wider than 1.6 : 1), else in a row;
+    boxes with the domain's aspect ratio (`pinnkit.plot.layout.map_grid`)."""
+    aspect = _aspect(fields)
+    if "t" in fields:
+        title = f"{title} (at {when('t', float(fields['t']), fields.get('units', {}))})".strip()
+    shape = (n, 1) if aspect > 1.6 else (1, n)
+    fig, axes = map_grid(*shape, aspect, suptitle=bool(title))
+    if title:
+        fig.suptitle(title, fontsize=11, y=1 - 0.12 / fig.get_figheight())
+    return fig, axes.ravel()
+
+
+def _streamlines(ax, fields, suffix):
+    # streamplot wants 1-D axes and [y, x]-indexed arrays; masked outside a shape (no
+    # streamlines through a hole); seeds spread in proportion to the sides
+    u, v = (np.ma.masked_invalid(fields[c + suffix].T) for c in ("u", "v"))
+    a = _aspect(fields)
+    density = (1.1 * max(a, 1.0) ** 0.8, 1.1 * max(1 / a, 1.0) ** 0.8)
+    lims = ax.get_xlim(), ax.get_ylim()  # streamplot may pad them: keep the image's
+    ax.streamplot(fields["x"][:, 0], fields["y"][0], u, v, color="white", density=density,
+                  linewidth=0.6, arrowsize=0.6, zorder=2)
+    ax.set(xlim=lims[0], ylim=lims[1])
 
 
 def flow_figure(fields: dict, title: str = "", suffix: str = ""):
     """Speed with streamlines, pressure and vorticity (``suffix="_ref"``: the reference)."""
-    plt = _plt()
     has_p = not np.all(np.isnan(fields["p" + suffix]))
     names = ["speed", "p", "omega"] if has_p else ["speed", "omega"]
-    # a long channel is drawn in rows, anything squarer side by side
-    wide = np.ptp(fields["x"]) > 2.0 * np.ptp(fields["y"])
-    layout = dict(nrows=len(names), ncols=1, figsize=(11, 2.9 * len(names))) if wide else dict(
-        nrows=1, ncols=len(names), figsize=(4.8 * len(names), 4.2))
-    fig, axes = plt.subplots(**layout, constrained_layout=True)
+    fig, axes = _grid(fields, len(names), title)
+    units = fields.get("units", {})
     for ax, name in zip(axes, names, strict=True):
         vals = fields[name + suffix]
         if name == "speed":
-            _panel(fig, ax, fields, vals, "|u| and streamlines", "viridis")
-            # streamplot wants 1-D axes and [y, x]-indexed arrays.
-            # (masked outside a shape: no streamlines there)
-            u, v = (np.ma.masked_invalid(fields[c + suffix].T) for c in ("u", "v"))
-            lims = ax.get_xlim(), ax.get_ylim()  # streamplot may pad them: keep the image's
-            ax.streamplot(fields["x"][:, 0], fields["y"][0], u, v, color="white", density=1.2,
-                          linewidth=0.6, arrowsize=0.6)
-            ax.set(xlim=lims[0], ylim=lims[1])
+            _panel(fig, ax, fields, vals, "speed |u| and streamlines", "viridis",
+                   bar=label("|u|", {"|u|": units.get("u", "")}))
+            _streamlines(ax, fields, suffix)
         elif name == "p":
-            _panel(fig, ax, fields, vals - np.nanmean(vals), "pressure (mean removed, clipped)",
-                   "RdBu_r", True)
+            _panel(fig, ax, fields, vals - np.nanmean(vals), "pressure, mean removed (clipped at 99.5 %)",
+                   "RdBu_r", True, bar=label("p", units))
         else:
-            _panel(fig, ax, fields, vals, "vorticity ω (clipped at 99.5%)", "RdBu_r", True)
-    if "t" in fields:
-        title = f"{title} (at t = {float(fields['t']):.3g})".strip()
-    if title:
-        fig.suptitle(title)
+            _panel(fig, ax, fields, vals, "vorticity ω = ∂v/∂x − ∂u/∂y (clipped at 99.5 %)", "RdBu_r", True,
+                   bar="ω")
     return fig
 
 
 def error_figure(fields: dict, title: str = ""):
     """Absolute errors against the reference: u, v, p (means removed), ω."""
-    plt = _plt()
     names = [n for n in ("u", "v", "p", "omega") if not np.all(np.isnan(fields[n]))]
-    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4), constrained_layout=True)
-    for ax, name in zip(np.atleast_1d(axes), names, strict=True):
+    fig, axes = _grid(fields, len(names), title)
+    units = fields.get("units", {})
+    for ax, name in zip(axes, names, strict=True):
         err = fields[name] - fields[name + "_ref"]
         ref = fields[name + "_ref"]
         if name == "p":  # NaN-aware: a shape's fields are NaN outside it
             err, ref = err - np.nanmean(err), ref - np.nanmean(ref)
         rel = np.sqrt(np.nansum(err**2)) / max(np.sqrt(np.nansum(ref**2)), 1e-300)
-        _panel(fig, ax, fields, np.abs(err), f"|{name} error| (rel. L2 {rel:.1e})", "magma")
-    if "t" in fields:
-        title = f"{title} (at t = {float(fields['t']):.3g})".strip()
-    if title:
-        fig.suptitle(title)
+        sym = "ω" if name == "omega" else name
+        _panel(fig, ax, fields, np.abs(err), f"|{sym} − {sym}*| (rel. L2 {rel:.1e})", "magma",
+               bar=f"|error| of {label(sym, units)}")
     return fig
 
 
@@ -229,21 +280,21 @@ def animate(run, path, frames: int = 24, resolution: int = 64, field: str = "ome
     keys = [field, f"{field}_ref"] if has_ref else [field]
     vmax = max(np.nanmax(np.abs(s[k])) for s in snaps for k in keys)
     signed = field != "speed"
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.6 * len(keys), 4.2), constrained_layout=True)
-    axes = np.atleast_1d(axes)
+    aspect = _aspect(snaps[0])
+    fig, axes = map_grid(*((len(keys), 1) if aspect > 1.6 else (1, len(keys))), aspect, suptitle=True)
+    axes = axes.ravel()
     images = []
     for ax, k in zip(axes, keys, strict=True):
-        im = ax.pcolormesh(snaps[0]["x"], snaps[0]["y"], snaps[0][k], shading="auto",
-                           cmap="RdBu_r" if signed else "viridis",
-                           vmin=-vmax if signed else 0.0, vmax=vmax)
-        ax.set(title="pinnkit" if k == field else "reference", xlabel="x", ylabel="y", aspect="equal")
+        im = _panel(fig, ax, snaps[0], snaps[0][k], "pinnkit" if k == field else "reference",
+                    "RdBu_r" if signed else "viridis", bar=field)
+        im.set_clim(-vmax if signed else 0.0, vmax)
         images.append(im)
-    fig.colorbar(images[0], ax=axes.tolist(), shrink=0.85, label=field)
 
     def update(i):
         for im, k in zip(images, keys, strict=True):
             im.set_array(snaps[i][k].ravel())
-        fig.suptitle(f"{run.problem.name}: {field}, t = {times[i]:.3f}")
+        fig.suptitle(f"{run.problem.name}: {field}, {when('t', times[i], run.problem.units_map)}",
+                     fontsize=11, y=1 - 0.12 / fig.get_figheight())
         return images
 
     anim = FuncAnimation(fig, update, frames=frames, blit=False)
@@ -253,25 +304,41 @@ def animate(run, path, frames: int = 24, resolution: int = 64, field: str = "ome
     return path
 
 
-def write_flow_plots(run, resolution: int = 101, gif: bool = True) -> list[Path]:
-    """Writes ``flow.png``, ``flow_reference.png`` and ``flow_error.png`` (when there is a
-    reference), ``centrelines.png`` (lid-driven cavity) and ``flow.gif`` (unsteady) into
-    ``run.path/plots``; returns the paths."""
+def flow_figures(network, problem, resolution: int = 101, dtype=jnp.float32, batch: int = 4096) -> dict:
+    """``{"flow.png": flow_figure, "flow_reference.png", "flow_error.png"}`` (the last two
+    when the problem has a reference) of a 2-D flow (`is_flow`), at the final time of an
+    unsteady one; what `pinnkit plot` draws besides the field maps."""
+    fields = flow_fields_of(network, problem, resolution, dtype=dtype, batch=batch)
+    figures = {"flow.png": flow_figure(fields, problem.description)}
+    if problem.reference is not None:
+        figures["flow_reference.png"] = flow_figure(fields, f"{problem.description}: reference",
+                                                    suffix="_ref")
+        figures["flow_error.png"] = error_figure(fields, f"{problem.description}: error")
+    return figures
+
+
+def save(figures: dict, out: Path, dpi: int = 110) -> list[Path]:
+    """Writes each ``{file name: figure}`` into ``out`` and closes it; returns the paths."""
     plt = _plt()
-    out = Path(run.path) / "plots"
-    out.mkdir(parents=True, exist_ok=True)
-    fields = flow_fields(run, resolution)
-    figures = {"flow.png": flow_figure(fields, run.problem.description)}
-    if run.problem.reference is not None:
-        figures["flow_reference.png"] = flow_figure(fields, "reference", suffix="_ref")
-        figures["flow_error.png"] = error_figure(fields, run.problem.description)
-    if run.problem.name == "lid_driven_cavity":
-        figures["centrelines.png"] = centreline_figure(run)
     paths = []
     for name, fig in figures.items():
-        fig.savefig(out / name, dpi=110)
+        fig.savefig(out / name, dpi=dpi)
         plt.close(fig)
         paths.append(out / name)
+    return paths
+
+
+def write_flow_plots(run, resolution: int = 101, gif: bool = True) -> list[Path]:
+    """Writes ``flow.png``, ``flow_reference.png`` and ``flow_error.png`` (when there is a
+    reference; `flow_figures`), ``centrelines.png`` (lid-driven cavity) and ``flow.gif``
+    (unsteady) into ``run.path/plots``; returns the paths."""
+    out = Path(run.path) / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    figures = flow_figures(run.network, run.problem, resolution, _dtype(run),
+                           min(run.config.eval.batch, 4096))
+    if run.problem.name == "lid_driven_cavity":
+        figures["centrelines.png"] = centreline_figure(run)
+    paths = save(figures, out)
     if gif and "t" in run.problem.domain.coords:
         paths.append(animate(run, out / "flow.gif"))
     return paths

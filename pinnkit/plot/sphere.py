@@ -15,16 +15,7 @@ import numpy as np
 
 from ..errors import PinnkitError
 from ..sphere.domain import Sphere
-
-
-def _plt():
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from .layout import _plt
 
 
 def _sphere(problem) -> Sphere:
@@ -152,7 +143,7 @@ def map_figure(fields: dict, name: str, time_index: int | list[int] = -1,
     ``time_index`` (an index or a list of indices into ``fields["time"]``); ``projection``
     a matplotlib projection name, or None for plain lat–lon axes. Prediction and
     reference share one colour scale, the error a symmetric one over all rows."""
-    from .labels import label, unit_text
+    from .labels import label, when
 
     plt = _plt()
     units = dict(units or {})
@@ -165,10 +156,11 @@ def map_figure(fields: dict, name: str, time_index: int | list[int] = -1,
     vmax = float(max(np.nanmax(v) for v in pred + ref))
     elim = max(float(np.nanmax(np.abs(p - r))) for p, r in zip(pred, ref, strict=True)) if has_ref else 0
     elim = elim or 1e-30
-    fig = plt.figure(figsize=(5.2 * ncol, 3.5 * len(rows)), constrained_layout=True)
-    tu = unit_text("t", units)
+    fig = plt.figure(figsize=(5.2 * ncol, 3.7 * len(rows)), layout="constrained")
+    # room between rows: a colour bar's label must not touch the next row's titles
+    fig.get_layout_engine().set(h_pad=0.1, hspace=0.08, w_pad=0.06)
     for j, k in enumerate(rows):
-        t = f"t = {fields['time'][k]:.3g}" + (f" {tu}" if tu else "")
+        t = when("t", float(fields["time"][k]), units)
         panels = [("prediction", pred[j], "viridis", vmin, vmax)]
         if has_ref:
             panels += [("reference", ref[j], "viridis", vmin, vmax),
@@ -200,14 +192,18 @@ def hovmoller_figure(fields: dict, name: str, lat: float = 0.0, units: dict[str,
         t_edges = np.concatenate([[t[0]], 0.5 * (t[1:] + t[:-1]), [t[-1]]])
     else:
         t_edges = np.array([t[0] - 0.5, t[0] + 0.5])
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), constrained_layout=True)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels), 4), layout="constrained")
+    # room between panels: the first colour bar's label must not run into the next panel
+    fig.get_layout_engine().set(w_pad=0.08, wspace=0.08)
     for ax, (title, vals, cmap) in zip(np.atleast_1d(axes), panels, strict=True):
         lim = float(np.max(np.abs(vals))) or 1e-30 if cmap == "RdBu_r" else None
         im = ax.pcolormesh(lon_edges, t_edges, vals[:, idx], shading="flat", cmap=cmap,
                            vmin=-lim if lim else None, vmax=lim)
         ax.set(xlabel="longitude (°E)", ylabel=label("t", units), xlim=(0, 360),
                title=f"{name} {title} at latitude {fields['lat'][j]:.1f}°")
-        fig.colorbar(im, ax=ax, label=label(name, units) if cmap == "viridis" else f"error of {name}")
+        bar = fig.colorbar(im, ax=ax, pad=0.03)
+        what = label(name, units)
+        bar.set_label(what if cmap == "viridis" else f"error of {what}", fontsize=9)
     return fig
 
 
@@ -215,8 +211,11 @@ def animate(run, name: str, path: str | Path, frames: int = 12, nlat: int = 32, 
     """GIF of field ``name`` on a Mollweide map over ``frames`` times of the interval."""
     from matplotlib.animation import FuncAnimation, PillowWriter
 
+    from .labels import when
+
     plt = _plt()
     dom = _sphere(run.problem)
+    units = run.problem.units_map
     times = np.linspace(dom.t0, dom.t1, frames) if dom.timed else [0.0]
     f = latlon_fields(run, list(times), nlat)
     vmin, vmax = float(f[name].min()), float(f[name].max())
@@ -225,7 +224,7 @@ def animate(run, name: str, path: str | Path, frames: int = 12, nlat: int = 32, 
 
     def draw(k):
         ax.clear()
-        map_axes(ax, f["lon"], f["lat"], f[name][k], title=f"{name}, t = {f['time'][k]:.3g}",
+        map_axes(ax, f["lon"], f["lat"], f[name][k], title=f"{name}, {when('t', float(f['time'][k]), units)}",
                  vmin=vmin, vmax=vmax)
 
     anim = FuncAnimation(fig, draw, frames=len(f["time"]))

@@ -383,7 +383,7 @@ def _finish(run, res: FitResult, out: Path, before, old: Replaced, plots, callba
     if is_main_process():  # strict JSON: non-finite errors as null, named under "nonfinite"
         _write_text(out / "summary.json", jsonsafe.dumps(summary, indent=2) + "\n")
         if want_plots:
-            write_plots(out, run.problem, grid, history)
+            write_plots(out, run.problem, grid, history, res.network, run.dtype, min(ev.batch, 4096))
     return summary
 
 
@@ -488,7 +488,8 @@ def plot_dir(run_dir: str | Path) -> list[Path]:
     if not is_main_process():
         return []
     try:
-        return write_plots(run_dir, data.problem, grid, data.history)
+        return write_plots(run_dir, data.problem, grid, data.history, data.network, dtype,
+                           min(data.config.eval.batch, 4096))
     except OSError as e:  # a read-only folder, a full disk, plots/ that is a file
         raise RunDirError(f"cannot write the plots in {Path(run_dir) / 'plots'}: {e.strerror or e}. "
                           "Make the folder writable (or copy the run with `pinnkit slim`), "
