@@ -95,6 +95,11 @@ class FitResult:
     steps_per_s: float = float("nan")
     bad_step: int | None = None
     timed_steps: int = 0  # the steps that steps_per_s times (every chunk, compilation excluded)
+    # seconds spent compiling each phase's chunks (`phase_names` keys), wall and process CPU,
+    # and the wall seconds of the first chunk compiled (what a user waits for step 1)
+    compile_s: dict[str, float] = field(default_factory=dict)
+    compile_cpu_s: dict[str, float] = field(default_factory=dict)
+    first_compile_s: float | None = None
 
 
 def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
@@ -138,6 +143,13 @@ def _restore(run: Run, found, params, extra):
     ph = run.phases[min(phase, len(run.phases) - 1)]
     _, (params, opt_state, extra) = ckpt.load(path, (params, ph.init(params), extra))
     return int(head["step"]), phase, params, opt_state, extra
+
+
+def phase_names(run: Run) -> list[str]:
+    """The phases' names in `FitResult.compile_s`: the kind (``adam``), with the phase's
+    index added when two phases share a kind (``adam.0``, ``adam.2``)."""
+    kinds = [ph.kind for ph in run.phases]
+    return [k if kinds.count(k) == 1 else f"{k}.{i}" for i, k in enumerate(kinds)]
 
 
 def _phase_at(run: Run, step: int) -> int:
@@ -230,6 +242,7 @@ def fit(
 
     history: list[dict] = []
     result = RESULTS.successful
+    names, compile_s, compile_cpu_s, first_compile_s = phase_names(run), {}, {}, None
     timed_steps, timed_s = 0, 0.0
     next_ckpt = next_multiple(step, run.checkpoint_every)
     next_eval = next_multiple(step, run.eval_every)
@@ -270,9 +283,15 @@ def fit(
                 args = (last,) if ph.stops_early else ()
                 if n not in chunks:  # compiled ahead of time, so that rates exclude it
                     fn = make_chunk(loss, ph, n, key, run=run, donate=donate)
+                    c0, w0 = time.process_time(), time.perf_counter()
                     chunks[n] = log.compiling(  # tracing, lowering and XLA's compilation
                         f"phase {pi} ({ph.kind}), {n}-step chunk",
                         lambda fn=fn, s=state, a=args: fn.lower(arrays, s, *a).compile())
+                    took = time.perf_counter() - w0
+                    first_compile_s = took if first_compile_s is None else first_compile_s
+                    compile_s[names[pi]] = compile_s.get(names[pi], 0.0) + took
+                    compile_cpu_s[names[pi]] = (compile_cpu_s.get(names[pi], 0.0)
+                                                + time.process_time() - c0)
                 backup = to_host(state) if donate else None
                 watchdog.arm(f"steps {step}-{step + n}")
                 t0 = time.perf_counter()
@@ -339,6 +358,9 @@ def fit(
         steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"),
         bad_step=bad_step,
         timed_steps=timed_steps,
+        compile_s=compile_s,
+        compile_cpu_s=compile_cpu_s,
+        first_compile_s=first_compile_s,
     )
     if throw and result.failed:
         raise TrainingError(f"step {bad_step}: {result.value}")
