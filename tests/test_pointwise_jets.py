@@ -9,12 +9,15 @@ the network's rows too, in three traces).
 - through the rule, a network with the DFG channel's no-slip constraint (three pieces,
   two outputs sharing them) has the derivatives of nested autodiff (rtol 1e-10), at
   interior points and next to the cylinder;
+- the same for the corner enrichment on the L-shape (its own rule over the base's);
 - the rule's program is about half of the generic rule's (jaxpr equations: what
   XLA's compile time grows with), a structural check, not a timing.
 """
 
 import collections
+import types
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,7 +26,8 @@ from jax.extend import core as jcore
 
 from pinnkit.diffops import Autodiff, Layout, Taylor, jets
 from pinnkit.diffops._base import Request
-from pinnkit.geometry import Ball, Cuboid, difference, signed_adf
+from pinnkit.geometry import Ball, Cuboid, DistanceDirichlet, Polygon, difference, signed_adf
+from pinnkit.geometry.singular import enrich
 from pinnkit.nn.nets import build_mlp_network
 from pinnkit.problems import dfg
 
@@ -89,6 +93,24 @@ def test_distance_dirichlet_rule_matches_autodiff(f64):
     assert np.all(np.isfinite(ref))
     scale = np.abs(ref).max(axis=0, keepdims=True)
     np.testing.assert_array_less(np.abs(got - ref) / scale, 1e-10)
+
+
+def test_corner_enrichment_rule_matches_autodiff(f64):
+    shape = Polygon([[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]])
+    hd = DistanceDirichlet(shape, ("boundary",), ((0,),), (None,))
+    spec = types.SimpleNamespace(at=(0.0, 0.0), radius=None, terms=None, fields=())
+    ce = enrich(shape, ("u",), [spec], base=hd, dtype=jnp.float64)
+    ce = eqx.tree_at(lambda c: c.coef, ce, jnp.linspace(0.5, -0.3, ce.coef.size).reshape(ce.coef.shape))
+    assert jets.has_rule(ce)
+    net = build_mlp_network(("x", "y"), ("u",), width=6, depth=2, activation="tanh", init="glorot_normal",
+                            bounds=((-1, -1), (1, 1)), transform=ce, key=jax.random.key(0), dtype=jnp.float64)
+    x = shape.sample(jax.random.key(5), 12, "interior", jnp.float64)
+    layout = Layout(("x", "y"), ("x", "y"), ("u",))
+    res = lambda f, c: jnp.stack([f["u"], *f.grad("u"), f.laplacian("u"), f.partial("u", "x", "y")])  # noqa: E731
+    run = lambda m: jax.jit(jax.vmap(lambda p: m.evaluate(res, net, layout, p, {})))(x)  # noqa: E731
+    got, ref = np.asarray(run(Taylor())), np.asarray(run(Autodiff()))
+    assert np.all(np.isfinite(ref))
+    np.testing.assert_array_less(np.abs(got - ref) / np.abs(ref).max(axis=0, keepdims=True), 1e-10)
 
 
 def _equations(jaxpr, counts):
