@@ -65,8 +65,9 @@ ONE_THREAD = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallel
 
 
 def _env(**extra) -> dict:
+    # cold compilation, like the peers: no JAX cache, nor the command's default one
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
-    env.update(ONE_THREAD, PEERS_DIR=str(PEERS_DIR), **extra)
+    env.update(ONE_THREAD, PEERS_DIR=str(PEERS_DIR), PINNKIT_JAX_CACHE="off", **extra)
     return env
 
 

@@ -60,7 +60,10 @@ def x64():
 
 # Many tests compile the same tiny training step; a persistent compilation cache (per
 # test session) turns the repeats into cache hits without changing any number.
+# The `pinnkit` commands that tests start as subprocesses use the same directory, never the
+# user's own cache (the command turns one on by default: `pinnkit.cli.jaxsetup.compilation_cache`).
 _CACHE = os.environ.get("PINNKIT_TEST_JAX_CACHE", "/tmp/pinnkit-test-jax-cache")
+os.environ["PINNKIT_JAX_CACHE"] = _CACHE
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -4,11 +4,18 @@ The library itself never touches global JAX state (importing pinnkit, building a
 training changes nothing); the ``pinnkit`` command calls these before it builds anything
 (`xla_cpu_flags` before anything at all), and scripts that want the command's behaviour
 call them too.
+
+JAX's persistent compilation cache is on by default in the command (`compilation_cache`):
+a second run of the same config (same shapes, options and versions) loads its compiled
+chunks from disk instead of compiling them again. ``PINNKIT_JAX_CACHE=off`` turns it off,
+``PINNKIT_JAX_CACHE=DIR`` moves it; JAX's own ``JAX_COMPILATION_CACHE_DIR`` wins over both.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+from pathlib import Path
 
 # XLA:CPU of jaxlib 0.10 hands dots and reductions to YNNPACK ("ynn fusions"). Its
 # reductions over a middle axis, which the Taylor rows' reverse pass is full of (a sum
@@ -50,10 +57,63 @@ def xla_cpu_flags(environ: dict | None = None) -> str | None:
     return flag
 
 
+CACHE_ENV = "PINNKIT_JAX_CACHE"
+
+
+class CacheWarning(UserWarning):
+    """The compilation cache's directory could not be created (the run goes on without)."""
+
+
+_CACHE_OFF = ("off", "0", "false", "no", "none")
+
+
+def cache_dir(environ: dict | None = None) -> Path | None:
+    """Where the command keeps JAX's persistent compilation cache, from ``environ``
+    (default ``os.environ``): ``$PINNKIT_JAX_CACHE`` if set (None for ``off``, ``0``,
+    ``false``, ``no``, ``none``: no cache), else ``$XDG_CACHE_HOME/pinnkit/jax``, else
+    ``~/.cache/pinnkit/jax``."""
+    env = os.environ if environ is None else environ
+    value = env.get(CACHE_ENV, "").strip()
+    if value.lower() in _CACHE_OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pinnkit" / "jax"
+
+
+def compilation_cache(environ: dict | None = None) -> str | None:
+    """Turns on JAX's persistent compilation cache in `cache_dir` (created if missing),
+    for every program however small or quick to compile (JAX's defaults skip those
+    compiled in under a second: many of a run's evaluation programs). Returns the
+    directory, or None when nothing was changed: the cache is off (``PINNKIT_JAX_CACHE=off``),
+    JAX's own ``jax_compilation_cache_dir`` is set already (``JAX_COMPILATION_CACHE_DIR``
+    or the caller's `jax.config`: theirs wins, thresholds included), or the directory
+    cannot be created (one warning line; the run goes on without a cache). Call it before
+    the first compilation: JAX opens the cache once per process."""
+    import jax
+
+    if jax.config.jax_compilation_cache_dir:
+        return None
+    path = cache_dir(environ)
+    if path is None:
+        return None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        warnings.warn(f"no compilation cache: cannot create {path} ({e.strerror or e}); set "
+                      f"{CACHE_ENV}=DIR to put it elsewhere or {CACHE_ENV}=off", CacheWarning, stacklevel=2)
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return str(path)
+
+
 def apply_numerics(cfg, devices: int | None) -> None:
     """``numerics.x64`` and ``numerics.matmul_precision`` of ``cfg`` (a `RunConfig`), and
     ``devices`` virtual CPU devices when more than one is asked for (only the CPU backend
-    reads that option: fake devices for tests and CPU clusters)."""
+    reads that option: fake devices for tests and CPU clusters); then the persistent
+    compilation cache (`compilation_cache`)."""
     import jax
 
     if devices is not None and devices > 1:
@@ -63,6 +123,7 @@ def apply_numerics(cfg, devices: int | None) -> None:
             pass
     jax.config.update("jax_enable_x64", bool(cfg.numerics.x64))
     jax.config.update("jax_default_matmul_precision", cfg.numerics.matmul_precision)
+    compilation_cache()
 
 
 def multiprocess_options() -> None:

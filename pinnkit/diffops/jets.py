@@ -14,7 +14,8 @@ class)::
 - rules to compose: `linear` ($Wz + b$), `elementwise` (any element-wise $\\sigma$ given
   its derivatives, e.g. `activation_derivatives`), `product` (Leibniz), `scale`, `add`,
   `propagate` (a sub-module, by its own rule or the generic one), `generic` (any JAX
-  function of jets, by nested `jax.jvp`).
+  function of jets, by nested `jax.jvp`), `of_point` (a function of the input point
+  alone, in one trace: the $A(x)$, $D(x)$ of an output transform $A + D\\,y$).
 
 docs/diffops.md ("How to add a network with a fast Taylor rule") walks through it.
 """
@@ -31,6 +32,7 @@ from ._jet import make_plan as make_plan
 from ._jet import product as product
 from ._jet import scale as scale
 from ._jet import select as select
+from ._pointwise import of_point as of_point
 from ._rows import Row as Row
 from ._rows import RowKind as RowKind
 from ._rows import partial_row as partial_row

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._types import Point, Scalar
+from ..diffops import jets
 from .base import AbstractShape, Part, all_parts
 from .domains import AbstractDomain, SpaceTime
 
@@ -153,25 +154,48 @@ class DistanceDirichlet(eqx.Module):
         for p in dict.fromkeys(self.pieces):  # a mesh raises here: it has no smooth distance
             jax.eval_shape(lambda z, p=p: piece_adf(self.domain, p, z), x)
 
-    def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
+    def lifting(self, x: Point, m: int) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
+        """$(A(x), D(x))$ with ``self(x, y)`` $= A + D\\,y$ for ``m`` outputs: $A_k = g_k$ and
+        $D_k = \\phi_k$ on the constrained outputs, $0$ and $1$ on the others. Each piece's
+        ADF, each condition's data and each set of pieces' blend is computed once (the
+        outputs ``u, v`` of a no-slip condition share all three)."""
         phis = {p: piece_adf(self.domain, p, x) for p in dict.fromkeys(self.pieces)}
-        out = y
+        data = [None if g is None else jnp.atleast_1d(g(x)) for g in self.values]
+        a, d = jnp.zeros((m,), x.dtype), jnp.ones((m,), x.dtype)
+        shared = {}
         for k in sorted({k for o in self.outputs for k in o}):
-            conds = [i for i, o in enumerate(self.outputs) if k in o]
+            conds = tuple(i for i, o in enumerate(self.outputs) if k in o)
             ph = [phis[self.pieces[i]] for i in conds]
-            gs = []
-            for i in conds:
-                g = self.values[i]
-                gs.append(jnp.zeros((), x.dtype) if g is None else
-                          jnp.atleast_1d(g(x))[self.outputs[i].index(k)])
-            out = out.at[k].set(_blend(ph, gs) + r_equiv(ph) * y[k])
-        return out
+            if conds not in shared:
+                shared[conds] = (_blend_weights(ph), r_equiv(ph))
+            w, phi = shared[conds]
+            gs = [jnp.zeros((), x.dtype) if data[i] is None else data[i][self.outputs[i].index(k)]
+                  for i in conds]
+            blend = gs[0] if w is None else sum(wi * gi for wi, gi in zip(w, gs, strict=True))
+            a, d = a.at[k].set(blend), d.at[k].set(phi)
+        return a, d
+
+    def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
+        a, d = self.lifting(x, y.shape[0])
+        return a + d * y
 
 
-def _blend(phis: Sequence[Scalar], gs: Sequence[Scalar]) -> Scalar:
-    """$\\sum_i w_i g_i$ with $w_i = \\prod_{j \\ne i}\\phi_j / \\sum_k \\prod_{j \\ne k}\\phi_j$."""
-    if len(gs) == 1:
-        return gs[0]
+@jets.taylor_rule(DistanceDirichlet)
+def _distance_dirichlet_jet(dd: DistanceDirichlet, x_jet: jets.Jet, y_jet: jets.Jet, *,
+                            plan: jets.Plan, keep) -> jets.Jet:
+    # affine in y: the distance functions and the data are differentiated along the
+    # input's rows only (`jets.of_point`, one trace), y enters by Leibniz's rule
+    ad = jets.of_point(lambda x: jnp.stack(dd.lifting(x, y_jet.value.shape[0])), x_jet, plan)
+    a, d = (jets.Jet(ad.value[i], None if ad.first is None else ad.first[:, i],
+                     {k: r[i] for k, r in ad.rest.items()}) for i in (0, 1))
+    return jets.add(a, jets.product(d, y_jet, plan))
+
+
+def _blend_weights(phis: Sequence[Scalar]) -> list[Scalar] | None:
+    """The weights $w_i = \\prod_{j \\ne i}\\phi_j / \\sum_k \\prod_{j \\ne k}\\phi_j$ of the
+    blend $\\sum_i w_i g_i$ (None for one piece: $g_1$ itself)."""
+    if len(phis) == 1:
+        return None
     loo = [jnp.prod(jnp.stack([p for j, p in enumerate(phis) if j != i])) for i in range(len(phis))]
     den = sum(loo)
     ok = den > 0
@@ -179,6 +203,5 @@ def _blend(phis: Sequence[Scalar], gs: Sequence[Scalar]) -> Scalar:
     # of those pieces' data (equal for compatible data), never the others'
     on = [p == 0 for p in phis]
     n_on = sum(o.astype(den.dtype) for o in on)
-    w = [jnp.where(ok, q / jnp.where(ok, den, 1.0), jnp.where(o, 1.0 / jnp.maximum(n_on, 1.0), 0.0))
-         for q, o in zip(loo, on, strict=True)]
-    return sum(wi * gi for wi, gi in zip(w, gs, strict=True))
+    return [jnp.where(ok, q / jnp.where(ok, den, 1.0), jnp.where(o, 1.0 / jnp.maximum(n_on, 1.0), 0.0))
+            for q, o in zip(loo, on, strict=True)]

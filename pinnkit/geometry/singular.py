@@ -44,7 +44,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._types import Point
-from ..diffops import safe_atan2
+from ..diffops import jets, safe_atan2
 from .base import AbstractShape, Part, all_parts, check_point
 from .primitives2d import Segment
 
@@ -117,6 +117,25 @@ class CornerEnrichment(eqx.Module):
         out = y if self.base is None else self.base(x, y)
         add = self.coef.astype(x.dtype) @ self.features(x)
         return out.at[jnp.asarray(self.outputs)].add(add)
+
+
+@jets.taylor_rule(CornerEnrichment)
+def _corner_enrichment_jet(ce: CornerEnrichment, x_jet: jets.Jet, y_jet: jets.Jet, *, plan: jets.Plan,
+                           keep) -> jets.Jet:
+    # the base's own rule, plus a linear map of features of x alone (`jets.of_point`): the
+    # generic rule would differentiate the base's distance functions along y's rows too
+    out = y_jet if ce.base is None else jets.propagate(ce.base, x_jet, y_jet, plan=plan)
+    add = jets.linear(jets.of_point(ce.features, x_jet, plan), ce.coef.astype(x_jet.value.dtype), None)
+    idx = jnp.asarray(ce.outputs)
+    zero = jnp.zeros_like(out.value)
+    first = out.first
+    if add.first is not None:
+        first = jnp.zeros((len(plan.dirs), *zero.shape), zero.dtype) if first is None else first
+        first = first.at[:, idx].add(add.first)
+    rest = dict(out.rest)
+    for k, r in add.rest.items():
+        rest[k] = rest.get(k, zero).at[idx].add(r)
+    return jets.Jet(out.value.at[idx].add(add.value), first, rest)
 
 
 def _segment_world(part: Part) -> tuple[np.ndarray, np.ndarray]:

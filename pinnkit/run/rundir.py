@@ -196,6 +196,9 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
         "total_steps": run.total_steps * run.config.train.time_windows,
         "wall_s": round(res.wall_s, 3),
         "steps_per_s": None if np.isnan(res.steps_per_s) else round(res.steps_per_s, 3),
+        # compilation (this session's): seconds per phase, wall and CPU, and the first chunk's
+        **{k: {p: round(t, 3) for p, t in getattr(res, k).items()} for k in ("compile_s", "compile_cpu_s")},
+        "compile_first_chunk_s": None if res.first_compile_s is None else round(res.first_compile_s, 3),
         "n_devices": run.mesh.size if run.mesh is not None else 1,
         "seed": run.config.train.seed,
         "final_loss": last["loss"] if last else None,

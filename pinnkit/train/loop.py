@@ -108,6 +108,11 @@ class FitResult:
     timed_steps: int = 0  # the steps that steps_per_s times (every chunk, compilation excluded)
     cpu_s: float = 0.0  # process CPU seconds of the fit
     stop_reason: str | None = None  # a callback's, when result is early_stopped
+    # seconds spent compiling each phase's chunks (`phase_names` keys), wall and process CPU,
+    # and the wall seconds of the first chunk compiled (what a user waits for step 1)
+    compile_s: dict[str, float] = field(default_factory=dict)
+    compile_cpu_s: dict[str, float] = field(default_factory=dict)
+    first_compile_s: float | None = None
 
 
 def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
@@ -151,6 +156,13 @@ def _restore(run: Run, found, params, extra):
     ph = run.phases[min(phase, len(run.phases) - 1)]
     _, (params, opt_state, extra) = ckpt.load(path, (params, ph.init(params), extra))
     return int(head["step"]), phase, params, opt_state, extra
+
+
+def phase_names(run: Run) -> list[str]:
+    """The phases' names in `FitResult.compile_s`: the kind (``adam``), with the phase's
+    index added when two phases share a kind (``adam.0``, ``adam.2``)."""
+    kinds = [ph.kind for ph in run.phases]
+    return [k if kinds.count(k) == 1 else f"{k}.{i}" for i, k in enumerate(kinds)]
 
 
 def _phase_at(run: Run, step: int) -> int:
@@ -251,6 +263,7 @@ def fit(
 
     history: list[dict] = []
     result = RESULTS.successful
+    names, compile_s, compile_cpu_s, first_compile_s = phase_names(run), {}, {}, None
     timed_steps, timed_s = 0, 0.0
     next_ckpt = next_multiple(step, run.checkpoint_every)
     next_eval = next_multiple(step, run.eval_every)
@@ -303,12 +316,18 @@ def fit(
                 args = (last,) if ph.stops_early else ()
                 if n not in chunks:  # compiled ahead of time, so that rates exclude it
                     fn = make_chunk(loss, ph, n, key, run=run, donate=donate)
-                    c0 = budget.now() if budget is not None else None
+                    b0 = budget.now() if budget is not None else None
+                    c0, w0 = time.process_time(), time.perf_counter()
                     chunks[n] = log.compiling(  # tracing, lowering and XLA's compilation
                         f"phase {pi} ({ph.kind}), {n}-step chunk",
                         lambda fn=fn, s=state, a=args: fn.lower(arrays, s, *a).compile())
                     if budget is not None:
-                        budget.compiled(pi, c0)
+                        budget.compiled(pi, b0)
+                    took = time.perf_counter() - w0
+                    first_compile_s = took if first_compile_s is None else first_compile_s
+                    compile_s[names[pi]] = compile_s.get(names[pi], 0.0) + took
+                    compile_cpu_s[names[pi]] = (compile_cpu_s.get(names[pi], 0.0)
+                                                + time.process_time() - c0)
                 backup = to_host(state) if donate else None
                 watchdog.arm(f"steps {step}-{step + n}")
                 t0, c0 = time.perf_counter(), budget.now() if budget is not None else None
@@ -395,6 +414,9 @@ def fit(
         timed_steps=timed_steps,
         cpu_s=time.process_time() - cpu_start,
         stop_reason=stopper.stop_reason() if result is RESULTS.early_stopped and stopper else None,
+        compile_s=compile_s,
+        compile_cpu_s=compile_cpu_s,
+        first_compile_s=first_compile_s,
     )
     if throw and result.failed:
         raise TrainingError(f"step {bad_step}: {result.value}")

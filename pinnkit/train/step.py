@@ -82,19 +82,25 @@ def init_extra(run: Run) -> dict:
     return extra
 
 
-def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True) -> Callable:
+def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
+               steps: tuple[int, int] | None = None) -> Callable:
     """``adapt(params, key, arrays, extra, step) -> extra``: the per-step update of the
     extra training state, run inside the scanned step before the phase's update.
 
     - adaptive loss weights (`pinnkit.train.weighting`), at steps ``≡ 0 mod update_every``,
       unless ``update_weights`` is false (the phase's ``updates_weights``);
     - adaptive point sets (`pinnkit.train.adaptive`), at steps ``> 0``, ``≡ 0 mod every``
-      (and ``< until_step`` when set).
+      (and ``< until_step`` when set). Given ``steps``, the ``[start, end)`` global steps
+      the update can run at (a phase's), a redraw that cannot happen there
+      (``until_step <= start``, e.g. a quasi-Newton phase after the redraws stopped) is
+      left out of the program: its residuals at the candidate points would be compiled
+      for nothing.
 
     Both use only replicated or ``psum``-ed quantities (`Loss`): the result is identical
     on every device.
     """
     w, ad, problem = run.weighting, run.adaptive, run.problem
+    redraws = ad is not None and (steps is None or ad.until_step is None or steps[0] < ad.until_step)
 
     def weights_update(params, key, arrays, extra, step):
         def update(lam):
@@ -124,7 +130,7 @@ def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True) -> Callable
         extra = dict(extra)
         if update_weights and "weights" in extra:
             extra["weights"] = weights_update(params, key, arrays, extra, step)
-        if "points" in extra:
+        if "points" in extra and redraws:
             extra["points"] = points_update(params, key, extra, step)
         return extra
 
@@ -165,7 +171,8 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
 
         raise ConfigError(f"a {phase.kind} phase forms its Gramian from the whole batch: "
                           "it needs accumulate=1")
-    adapt = make_adapt(run, loss, update_weights=phase.updates_weights) if run is not None else None
+    adapt = (make_adapt(run, loss, update_weights=phase.updates_weights, steps=(phase.start, phase.end))
+             if run is not None else None)
 
     def one_step(arrays, state: TrainState):
         key_s = jax.random.fold_in(key, state.step)

@@ -227,7 +227,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
     edges = window_edges(run.problem, n)
     nets, history, wall, result, prev, res = [], [], 0.0, RESULTS.successful, None, None
     cpu = 0.0
-    timed_steps, timed_s = 0, 0.0
+    timed_steps, timed_s, compiled = 0, 0.0, {"compile_s": {}, "compile_cpu_s": {}}
+    first_compile_s = None
     for w in range(n):
         rw = window_run(run, w, prev)
         if run.max_time is not None:  # the budgets are the whole run's
@@ -241,6 +242,10 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
         wall, cpu = wall + res.wall_s, cpu + res.cpu_s
         n_w, s_w = window_timing(out_dir, w, res, bool(resume))
         timed_steps, timed_s = timed_steps + n_w, timed_s + s_w
+        for k, per_phase in compiled.items():  # every window compiles its own chunks
+            for name, t in getattr(res, k).items():
+                per_phase[name] = per_phase.get(name, 0.0) + t
+        first_compile_s = res.first_compile_s if first_compile_s is None else first_compile_s
         nets.append(res.network)
         prev, result = res.network, res.result
         if result not in (RESULTS.successful, RESULTS.converged):
@@ -253,7 +258,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
     return FitResult(network=model, coeffs=res.coeffs, result=result, step=steps, history=history,
                      wall_s=wall, bad_step=res.bad_step, timed_steps=timed_steps, cpu_s=cpu,
                      stop_reason=res.stop_reason,
-                     steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"))
+                     steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"),
+                     first_compile_s=first_compile_s, **compiled)
 
 
 def load_windows(run: Run, run_dir: Path) -> tuple[Windowed, dict, int]:
