@@ -31,9 +31,15 @@ import json
 import os
 import shutil
 import socket
+import warnings
 from pathlib import Path
 
 from ..errors import RunDirError
+
+
+class RunFolderWarning(UserWarning):
+    """A run folder's stale lock was taken over (or its file system cannot lock), or a
+    killed write's temporary files were deleted."""
 
 LOCK_NAME = ".pinnkit.lock"
 ASIDE_NAME = ".pinnkit-replaced"
@@ -342,3 +348,15 @@ def earned(res) -> bool:
 
     return res.step > 0 and res.result in (RESULTS.successful, RESULTS.converged, RESULTS.max_time,
                                            RESULTS.early_stopped)
+
+
+def warn_temp_files_removed(out: Path) -> None:
+    """`remove_temp_files`, and one warning naming what it deleted."""
+    removed = remove_temp_files(out)
+    if removed:
+        mib = sum(n for _, n in removed) / 2**20
+        warnings.warn(
+            f"deleted {len(removed)} temporary file(s) ({mib:.1f} MiB: "
+            f"{', '.join(str(p.relative_to(out)) for p, _ in removed[:3])}"
+            f"{', ...' if len(removed) > 3 else ''}) left in {out} by a write that was killed",
+            RunFolderWarning, stacklevel=3)

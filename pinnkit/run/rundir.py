@@ -38,17 +38,13 @@ from . import folder, loggers, memplan, yamlsafe
 from .build import build_problem, build_run, config_callbacks, reusing_problems
 from .config import RunConfig, dump_config
 from .exactlift import exact_lift_record
-from .folder import OWN_NAMES, Replaced, RunLock, earned_checkpoint, recover, remove_temp_files, stranded
+from .folder import OWN_NAMES, Replaced, RunFolderWarning, RunLock, earned_checkpoint, recover, stranded
 from .live import start_live_logging
 from .metrics import Predictor, predict
 from .records_io import read_history as _read_history
 from .records_io import read_summary as _read_summary
 
 versions = ckpt.package_versions
-
-
-class RunFolderWarning(UserWarning):
-    """A run folder's stale lock was taken over (or its file system cannot lock)."""
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -285,7 +281,7 @@ def train_to_dir(
     with _writing(out):
         started()
         if is_main_process():
-            _remove_temp_files(out)
+            folder.warn_temp_files_removed(out)
         if replaces and is_main_process():
             old.move_aside()
         try:
@@ -300,17 +296,6 @@ def train_to_dir(
                 old.restore()
             raise
     return summary
-
-
-def _remove_temp_files(out: Path) -> None:
-    removed = remove_temp_files(out)
-    if removed:
-        mib = sum(n for _, n in removed) / 2**20
-        warnings.warn(
-            f"deleted {len(removed)} temporary file(s) ({mib:.1f} MiB: "
-            f"{', '.join(str(p.relative_to(out)) for p, _ in removed[:3])}"
-            f"{', ...' if len(removed) > 3 else ''}) left in {out} by a write that was killed",
-            RunFolderWarning, stacklevel=3)
 
 
 def _train(run, out: Path, resume: bool, old: Replaced, should_stop, progress, plots, fit_options):
