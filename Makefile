@@ -25,9 +25,10 @@ demo: venv
 	$(VENV)/bin/pinnkit train $(CONFIG) --out $(OUT) --overwrite
 	@echo "results: $(OUT)/summary.json  plots: $(OUT)/plots/"
 
-## test: set up with dev extras and run the whole test suite
+## test: set up with dev extras and run the whole test suite (TEST_WORKERS processes, a file each)
+TEST_WORKERS ?= 2
 test: venv-dev
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv-dev
 	$(VENV)/bin/ruff check .

@@ -63,6 +63,11 @@ def x64():
 # The `pinnkit` commands that tests start as subprocesses use the same directory, never the
 # user's own cache (the command turns one on by default: `pinnkit.cli.jaxsetup.compilation_cache`).
 _CACHE = os.environ.get("PINNKIT_TEST_JAX_CACHE", "/tmp/pinnkit-test-jax-cache")
+# JAX writes a cache entry in place (no temp file and rename without `filelock`), so two
+# pytest-xdist workers sharing one folder could read each other's half-written entry:
+# each worker (and the CLI processes it starts) gets a folder of its own.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _CACHE = os.path.join(_CACHE, os.environ["PYTEST_XDIST_WORKER"])
 os.environ["PINNKIT_JAX_CACHE"] = _CACHE
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
