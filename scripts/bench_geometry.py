@@ -2,6 +2,7 @@
 10,000 triangles, and the distance function's share of a hard-constrained training step.
 
     taskset -c 1 .venv/bin/python scripts/bench_geometry.py [--quick]
+    taskset -c 1 .venv/bin/python scripts/bench_geometry.py --build [--timeout 60]
 
 CPU seconds (`time.process_time`) per call after a warm-up (compile excluded), best of
 ``--repeat``. The step-share line compares one Adam step (loss and gradient, Taylor
@@ -9,6 +10,15 @@ derivatives, 1024 fixed points) of Poisson on the perforated plate with the
 `DistanceDirichlet` transform against the same step with the box polynomial
 `HardDirichlet` (same network, same points): the difference is what the distance
 functions cost.
+
+``--build`` prints the build time instead, against the number of polygon vertices and
+CSG operands (10 ... 10^5): CPU seconds of parsing the YAML config, validating and
+building the shape (`build_domain`: acceptance estimates included), drawing 1024
+points of the interior and of the boundary once (jit: traced, compiled, run) and, with
+``hard``, tracing and compiling the gradient of the boundary's distance function. Each
+row runs in a fresh process (JAX and scipy imported before the clock starts); a row
+still running after ``--timeout`` seconds is reported as such, a refused one with its
+first words.
 """
 
 from __future__ import annotations
@@ -117,11 +127,94 @@ def step_share(repeat):
     return out
 
 
+def build_spec(kind: str, n: int) -> str:
+    """The YAML text of a domain of ``n`` vertices / operands."""
+    import yaml
+
+    if kind.startswith("polygon"):
+        th = np.linspace(0, 2 * np.pi, n, endpoint=False)
+        r = 1.0 + 0.3 * np.cos(7 * th)  # a non-convex star
+        tree = {"polygon": {"vertices": np.round(np.stack([r * np.cos(th), r * np.sin(th)], 1), 9).tolist()}}
+    elif kind == "union":  # disks on a grid, each overlapping its neighbours, one name each
+        side = int(math.ceil(math.sqrt(n)))
+        tree = {"union": [{"disk": {"center": [0.1 * (i % side), 0.1 * (i // side)], "radius": 0.07,
+                                    "name": f"d{i}"}} for i in range(n)]}
+    else:  # a plate with n holes sharing one name
+        side = int(math.ceil(math.sqrt(n)))
+        tree = {"difference": [{"rectangle": {"lower": [0, 0], "upper": [side, side]}}] + [
+            {"disk": {"center": [0.5 + i % side, 0.5 + i // side], "radius": 0.3, "name": "holes"}}
+            for i in range(n)]}
+    return yaml.safe_dump({"domain": tree}, default_flow_style=True, width=1 << 30)
+
+
+def build_one(kind: str, n: int) -> None:
+    """One row of ``--build`` (in its own process): prints ``{"cpu_s": ...}`` or the refusal."""
+    import json
+
+    import scipy.stats  # noqa: F401  (imported before the clock, as JAX is)
+    import yaml
+
+    from pinnkit.geometry.config import build_domain
+    from pinnkit.geometry.distance import adf
+
+    text = build_spec(kind, n)
+    jnp.zeros(1).block_until_ready()
+    t0 = time.process_time()
+    try:
+        dom = build_domain(yaml.safe_load(text)["domain"])
+        for piece in ("interior", "boundary"):
+            m = dom.unit_rows(1024, piece)
+            u = jax.random.uniform(jax.random.key(0), (m, dom.dim))
+            jax.block_until_ready(jax.jit(lambda u, piece=piece: dom.points(u, piece, 1024))(u))
+        if kind.endswith("hard"):
+            phi = adf(dom)
+            jax.block_until_ready(jax.jit(jax.vmap(jax.grad(phi)))(jnp.full((8, 2), 0.1)))
+    except ValueError as e:
+        print(json.dumps({"cpu_s": time.process_time() - t0, "refused": str(e)[:90]}))
+        return
+    print(json.dumps({"cpu_s": time.process_time() - t0, "pieces": len(dom.pieces())}))
+
+
+def build_table(timeout: float, sizes) -> None:
+    import json
+    import subprocess
+    import sys
+
+    print(f"Build time (CPU s, one process per row, timeout {timeout:g} s)")
+    print("| shape | n | CPU s | note |")
+    print("|---|---|---|---|")
+    for kind, label in (("polygon", "polygon (vertices)"), ("polygon-hard", "polygon + hard constraint"),
+                        ("union", "union of named disks (operands)"),
+                        ("difference", "plate minus disks (operands)")):
+        for n in sizes:
+            try:
+                out = subprocess.run([sys.executable, __file__, "--build-one", kind, str(n)],
+                                     capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                print(f"| {label} | {n} | > {timeout:g} | still building (killed) |", flush=True)
+                continue
+            try:
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                print(f"| {label} | {n} | - | failed: {out.stderr.strip().splitlines()[-1:]} |", flush=True)
+                continue
+            note = f"refused: {row['refused']}" if "refused" in row else f"{row['pieces']} pieces"
+            print(f"| {label} | {n} | {row['cpu_s']:.2f} | {note} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sets (a smoke test)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--build", action="store_true", help="build time against vertices/operands")
+    ap.add_argument("--timeout", type=float, default=60.0, help="--build: seconds per row")
+    ap.add_argument("--sizes", default="10,100,1000,10000,100000", help="--build: comma-separated")
+    ap.add_argument("--build-one", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.build_one:
+        return build_one(a.build_one[0], int(a.build_one[1]))
+    if a.build:
+        return build_table(a.timeout, [int(v) for v in a.sizes.split(",")])
     n = 4096 if a.quick else 16384
     n_tri = 2000 if a.quick else 10000
     shape, mesh = csg10(), torus(n_tri)

@@ -120,6 +120,15 @@ def _link_out_of_run(tmp: Path, run: Path) -> None:
     (run / "notes.txt").symlink_to(secret)
 
 
+def _linked_out(name: str):
+    """``run/name`` moved to ``tmp/elsewhere/name`` and linked back in its place."""
+    def prepare(tmp: Path, run: Path) -> None:
+        (tmp / "elsewhere").mkdir()
+        shutil.move(run / name, tmp / "elsewhere" / name)
+        (run / name).symlink_to(tmp / "elsewhere" / name)
+    return prepare
+
+
 def _fifo_config(tmp: Path, run: Path) -> None:
     os.mkfifo(tmp / "fifo.yaml")
 
@@ -237,6 +246,10 @@ def cases() -> list[Case]:
         Case("slim-unwritable-out", ("slim", "{run}", "--out", "{tmp}/ro/slim"), prepare=_file_as_folder,
              needs_run=True, fresh=("ro/slim",), expect="slim"),
     ]
+    for name in ("checkpoints", "config.yaml"):  # a run folder whose parts link out of it
+        for cmd in (("eval", "{run}"), ("slim", "{run}", "--out", "{tmp}/out")):
+            c.append(Case(f"{cmd[0]}-{name.split('.')[0]}-linked-out", cmd, prepare=_linked_out(name),
+                          needs_run=True, expect="outside"))
     return c
 
 

@@ -168,6 +168,38 @@ def test_checkpoint_that_is_a_fifo_or_a_link_out(done_run, tmp_path):
         assert rc == 2 and one_paragraph(err) and want in flat(err), f"{kind}: {err}"
 
 
+LINKED = {  # what is moved out of the run folder and linked back in its place
+    "checkpoints": ("checkpoints", "outside the run folder"),
+    "config": ("config.yaml", "outside the run folder"),
+}
+
+
+@pytest.mark.parametrize("what", list(LINKED))
+def test_checkpoints_or_config_linked_out_of_the_run_are_refused(done_run, tmp_path, capsys, what):
+    """``checkpoints/`` or ``config.yaml`` replaced by a link out of the run folder (to a
+    valid copy): eval, plot, predict, export, slim and train --resume exit 2 with one
+    paragraph naming the link, read nothing through it and write nothing."""
+    name, match = LINKED[what]
+    run = copy_run(done_run, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.move(run / name, elsewhere / name)
+    (run / name).symlink_to(elsewhere / name)
+    before, outside = snapshot(run), snapshot(elsewhere)
+    out = tmp_path / "out"
+    out.mkdir()
+    commands = {**COMMANDS, "plot": lambda run, out: ["plot", run],
+                "export": lambda run, out: ["export", run, "--out", out / "m.jaxexport"]}
+    for cmd, make in commands.items():
+        rc, err = here(capsys, *make(run, out))
+        where = f"{what} / {cmd}: rc {rc}: {err[-1500:]}"
+        assert rc == 2 and one_paragraph(err) and match in flat(err) and name in err, where
+        assert snapshot(run) == before and snapshot(elsewhere) == outside and not any(out.iterdir()), where
+    rc, err = child("train", TINY, "--out", run, *FAST, "--resume", timeout=180)
+    assert rc == 2 and one_paragraph(err) and match in flat(err), f"{what} / resume: {err}"
+    assert snapshot(elsewhere) == outside
+
+
 # ------------------------------------------------------------------ slim
 
 

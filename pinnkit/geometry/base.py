@@ -19,7 +19,6 @@ chosen in proportion to its atom's measure), keeping the candidates on the piece
 
 import abc
 import math
-import weakref
 
 import equinox as eqx
 import jax
@@ -29,6 +28,8 @@ from equinox import AbstractVar
 from jaxtyping import Array, Bool, Float
 
 from .._types import Point, Scalar
+from . import batched
+from ._memo import all_parts, memo, part_measures
 from .domains import AbstractDomain
 
 RESERVED = ("interior", "boundary", "initial", "data")
@@ -135,8 +136,13 @@ class Part(eqx.Module):
     atom: AbstractAtom
     name: str = eqx.field(static=True)
     frame: Frame
-    flip: bool = eqx.field(static=True, default=False)
-    trims: tuple = ()
+    flip: bool = eqx.field(static=True)
+    trims: tuple
+
+    def __init__(self, atom, name, frame, flip=False, trims=()):
+        # not the dataclass __init__: Equinox flattens a dataclass init's arguments to
+        # check them, O(trims) per part and O(n^2) for a union of n operands
+        self.atom, self.name, self.frame, self.flip, self.trims = atom, name, frame, flip, tuple(trims)
 
     def measure(self) -> float:
         """The atom's whole measure in the world (before trimming)."""
@@ -174,29 +180,6 @@ class Part(eqx.Module):
         return Part(self.atom, name, self.frame, self.flip, self.trims)
 
 
-_MEMO: dict[int, tuple] = {}  # id(shape) -> (weakref to it, {what: value})
-
-
-def memo(shape, what, make):
-    """``make()`` computed once per shape object (shapes are immutable): its boundary
-    parts, names and pieces, asked for once per piece, would otherwise be rebuilt each
-    time, $O(n^2)$ for a polygon of $n$ sides or a CSG tree of $n$ operands."""
-    hit = _MEMO.get(id(shape))
-    if hit is None or hit[0]() is not shape:
-        key = id(shape)
-        hit = (weakref.ref(shape, lambda _, key=key: _MEMO.pop(key, None)), {})
-        _MEMO[key] = hit
-    table = hit[1]
-    if what not in table:
-        table[what] = make()
-    return table[what]
-
-
-def all_parts(shape: "AbstractShape") -> tuple["Part", ...]:
-    """``shape.parts()``, built once per shape object (`memo`)."""
-    return memo(shape, "parts", shape.parts)
-
-
 class AbstractShape(AbstractDomain):
     """A 2-D or 3-D domain given by a signed distance (module docstring).
 
@@ -221,6 +204,17 @@ class AbstractShape(AbstractDomain):
     @abc.abstractmethod
     def measure(self) -> float | None:
         """Exact area (2-D) or volume (3-D), or None where no closed form is known."""
+
+    def exact_outside(self) -> bool:
+        """Whether ``sdf`` is the exact distance outside the shape (False: a bound, e.g.
+        an intersection's); lets the rejection test drop trims that cannot remove
+        anything (`pinnkit.geometry.batched`)."""
+        return False
+
+    def split_trim(self, sign: float, tie: int) -> tuple:
+        """The trim "keep ``sign * sdf > eps``" (`Part`) as a conjunction of trims by
+        simpler shapes: ``((shape, sign, tie), ...)``; by itself unless CSG splits it."""
+        return ((self, sign, tie),)
 
     # --- the domain interface -----------------------------------------------------------
     def names(self) -> tuple[str, ...]:
@@ -253,7 +247,7 @@ class AbstractShape(AbstractDomain):
         return memo(self, "by name", by_name).get(piece, ())
 
     def _eps(self, dtype) -> float:
-        lo, hi = self.bbox()
+        lo, hi = memo(self, "bbox", lambda: self.bbox())
         return tolerance(dtype, math.dist(lo, hi))
 
     def contains(self, x):
@@ -276,17 +270,12 @@ class AbstractShape(AbstractDomain):
         if piece == "interior":
             lo, hi = (jnp.asarray(b, u.dtype)[None, :] for b in self.bbox())
             x = lo + u * (hi - lo)
-            return x, jax.vmap(self.sdf)(x) < 0
+            return x, batched.sdf_rows(self, x) < 0
+        if batched.vectorise(self, piece):
+            return batched.candidates(self, u, piece)
         parts = self.piece_parts(piece)
         eps = self._eps(u.dtype)
-        # part k chosen by u[:, 0] in proportion to its atom's measure; the fraction of
-        # u[:, 0] inside part k's interval is uniform again and reused as its coordinate
-        w = np.asarray([p.measure() for p in parts])
-        edges = jnp.asarray(np.cumsum(w) / w.sum(), u.dtype)
-        k = jnp.minimum(jnp.searchsorted(edges, u[:, 0], side="right"), len(parts) - 1)
-        starts = jnp.concatenate([jnp.zeros((1,), u.dtype), edges[:-1]])
-        s = jnp.clip((u[:, 0] - starts[k]) / (edges - starts)[k], 0.0, 1.0 - jnp.finfo(u.dtype).eps)
-        v = u.at[:, 0].set(s)
+        k, v = batched.choose_parts(self, u, piece)
         rows = jnp.arange(u.shape[0])
         xs = jnp.stack([p.from_unit(v) for p in parts])  # (parts, m, d)
         x = xs[k, rows]
@@ -295,6 +284,9 @@ class AbstractShape(AbstractDomain):
 
     def acceptance(self, piece):
         self.check_piece(piece)
+        return memo(self, ("acceptance", piece), lambda: self._acceptance(piece))
+
+    def _acceptance(self, piece):
         if piece == "interior":
             m = self.measure()
             if m is not None:
@@ -304,7 +296,10 @@ class AbstractShape(AbstractDomain):
             return 1.0
         from .sampling import estimate_acceptance
 
-        p = estimate_acceptance(self, piece)
+        if piece != "interior" and batched.per_tree(self):
+            p = batched.tree_acceptance(self, piece)
+        else:
+            p = estimate_acceptance(self, piece)
         if p <= 0.0:
             what = "the shape's interior is empty" if piece == "interior" else (
                 f"boundary {piece!r} lies nowhere on the shape's boundary")
@@ -325,7 +320,7 @@ class AbstractShape(AbstractDomain):
     def boundary_measure(self, piece: str = "boundary") -> float | None:
         """Exact length/area of a boundary piece if none of its parts is trimmed."""
         parts = self.piece_parts(piece)
-        return sum(p.measure() for p in parts) if all(not p.trims for p in parts) else None
+        return sum(part_measures(self, parts)) if all(not p.trims for p in parts) else None
 
     def estimate(self, piece: str = "interior", points: int = 2**16) -> float:
         """Monte Carlo measure of ``piece`` (area/volume, or length/area of a boundary):
@@ -337,7 +332,7 @@ class AbstractShape(AbstractDomain):
         if piece == "interior":
             lo, hi = self.bbox()
             return p * math.prod(b - a for a, b in zip(lo, hi, strict=True))
-        return p * sum(q.measure() for q in self.piece_parts(piece))
+        return p * sum(part_measures(self, self.piece_parts(piece)))
 
 
 def relabel(defaults: tuple[str, ...], name: str | None, names, what: str) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from ..errors import ConfigError
 from .base import AbstractShape, tolerance
-from .csg import Difference, Intersection, Union
+from .csg import Intersection, Union, difference
 from .domains import SpaceTime
 from .primitives2d import Ellipse, Polygon, Rectangle, Triangle
 from .primitives3d import Cuboid, Cylinder, ExtrudedPolygon
@@ -111,10 +111,7 @@ def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None,
             raise GeometryError(f"{here}: combines 2-D and 3-D shapes; use shapes of one dimension.")
         try:
             if kind == "difference":
-                out = shapes[0]
-                for s in shapes[1:]:
-                    out = Difference(out, s)
-                return out
+                return difference(*shapes)
             return (Union if kind == "union" else Intersection)(*shapes)
         except ValueError as e:
             raise GeometryError(f"{here}: {e}.") from None

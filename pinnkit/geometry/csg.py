@@ -18,17 +18,28 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .base import AbstractShape, Part, all_parts
+from . import batched
+from .base import AbstractShape, Part, all_parts, memo
 
 
 def _trimmed(p: Part, extra: tuple, flip: bool = False) -> Part:
     return Part(p.atom, p.name, p.frame, p.flip != flip, p.trims + extra)
 
 
+# Each part of an operand is trimmed by every other operand: n^2 (part, trim) pairs, which
+# the rejection test normalises and the distance functions trace (docs/geometry.md).
+MAX_OPERANDS = 2000
+
+
 def _operands(shapes, what: str) -> tuple[AbstractShape, ...]:
     shapes = tuple(shapes)
     if len(shapes) < 2:
         raise ValueError(f"{what} needs at least two shapes: actual={len(shapes)}")
+    if len(shapes) > MAX_OPERANDS:
+        raise ValueError(
+            f"{what} of {len(shapes)} shapes: at most {MAX_OPERANDS} shapes are combined in one "
+            "list (each is trimmed by all the others, n^2 pairs); merge the shapes into fewer, "
+            "larger ones (a polygon for many touching pieces) or nest smaller lists")
     for s in shapes:
         if not isinstance(s, AbstractShape):
             raise ValueError(f"{what} combines pinnkit.geometry shapes, not {type(s).__name__}")
@@ -58,17 +69,29 @@ class Union(AbstractShape):
         return self.shapes[0].coords
 
     def sdf(self, x):
-        return jnp.min(jnp.stack([s.sdf(x) for s in self.shapes]))
+        return jnp.min(batched.stacked_sdf(self.shapes, x))
+
+    def exact_outside(self):
+        return all(s.exact_outside() for s in self.shapes)
+
+    def split_trim(self, sign, tie):
+        # outside a union = outside each operand (min_j d_j > eps iff every d_j > eps)
+        if sign < 0:
+            return super().split_trim(sign, tie)
+        return tuple(t for s in self.shapes for t in s.split_trim(sign, tie))
 
     def parts(self):
         out = []
-        for i, s in enumerate(self.shapes):  # a coincident outer surface counts once: for the first
-            others = tuple((o, 1.0, int(i < j)) for j, o in enumerate(self.shapes) if j != i)
+        # a coincident outer surface counts once: for the first (tie 1 against later ones)
+        earlier = [(o, 1.0, 0) for o in self.shapes]
+        later = [(o, 1.0, 1) for o in self.shapes]
+        for i, s in enumerate(self.shapes):
+            others = (*earlier[:i], *later[i + 1:])
             out += [_trimmed(p, others) for p in all_parts(s)]
         return tuple(out)
 
     def bbox(self):
-        return _hull([s.bbox() for s in self.shapes])
+        return memo(self, "bbox", lambda: _hull([s.bbox() for s in self.shapes]))
 
     def measure(self):
         return None
@@ -93,7 +116,13 @@ class Intersection(AbstractShape):
         return self.shapes[0].coords
 
     def sdf(self, x):
-        return jnp.max(jnp.stack([s.sdf(x) for s in self.shapes]))
+        return jnp.max(batched.stacked_sdf(self.shapes, x))
+
+    def split_trim(self, sign, tie):
+        # inside an intersection = inside each operand
+        if sign > 0 or tie:
+            return super().split_trim(sign, tie)
+        return tuple(t for s in self.shapes for t in s.split_trim(sign, 0))
 
     def parts(self):
         out = []
@@ -128,6 +157,12 @@ class Difference(AbstractShape):
     def sdf(self, x):
         return jnp.maximum(self.base.sdf(x), -self.cut.sdf(x))
 
+    def split_trim(self, sign, tie):
+        # inside A \ B = inside A and outside B (max(dA, -dB) < -eps iff dA < -eps, dB > eps)
+        if sign > 0 or tie:
+            return super().split_trim(sign, tie)
+        return self.base.split_trim(-1.0, 0) + self.cut.split_trim(1.0, 0)
+
     def parts(self):
         # where the two surfaces coincide, the base's surface stays if the cut lies beyond it
         outer = tuple(_trimmed(p, ((self.cut, 1.0, -1),)) for p in all_parts(self.base))
@@ -150,10 +185,10 @@ def intersection(*shapes: AbstractShape) -> Intersection:
 
 
 def difference(base: AbstractShape, *cuts: AbstractShape) -> AbstractShape:
-    """``base`` minus every shape in ``cuts`` (applied in order)."""
+    """``base`` minus every shape in ``cuts``: ``Difference(base, Union(*cuts))`` for two
+    or more cuts, the same set and boundary names as cutting them one after the other,
+    whose parts and distance functions would grow with the square (and worse) of the
+    number of cuts, each cut being trimmed by the chain of all before it."""
     if not cuts:
         raise ValueError("difference needs at least two shapes: a base and what to cut from it")
-    out = base
-    for c in cuts:
-        out = Difference(out, c)
-    return out
+    return Difference(base, cuts[0] if len(cuts) == 1 else Union(*cuts))

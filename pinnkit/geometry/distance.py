@@ -43,8 +43,14 @@ from jaxtyping import Array, Float
 
 from .._types import Point, Scalar
 from ..diffops import jets
+from . import batched
 from .base import AbstractShape, Part, all_parts
 from .domains import AbstractDomain, SpaceTime
+
+
+# The distance function of a CSG part is trimmed by the signed distance of each operand it
+# was combined with, and those are traced one by one: a union of n shapes costs n(n-1).
+MAX_TRIM_PAIRS = 2000
 
 
 def _sqrt(s: Scalar) -> Scalar:
@@ -70,10 +76,11 @@ def r_and(a: Scalar, b: Scalar) -> Scalar:
 
 
 def r_equiv(phis: Sequence[Scalar]) -> Scalar:
-    """$(\\sum_i \\phi_i^{-1})^{-1}$, zero if any $\\phi_i$ is (value exact, derivative 0)."""
-    if len(phis) == 1:
+    """$(\\sum_i \\phi_i^{-1})^{-1}$, zero if any $\\phi_i$ is (value exact, derivative 0);
+    an entry may be a vector of several $\\phi_i$."""
+    if len(phis) == 1 and jnp.ndim(phis[0]) == 0:
         return phis[0]
-    p = jnp.stack(phis)
+    p = jnp.concatenate([jnp.atleast_1d(q) for q in phis])
     ok = jnp.min(p) > 0
     return jnp.where(ok, 1.0 / jnp.sum(1.0 / jnp.where(ok, p, 1.0)), 0.0)
 
@@ -103,7 +110,22 @@ def piece_adf(domain: AbstractDomain, piece: str, x: Point) -> Scalar:
         return piece_adf(domain.space, piece, x[1:])
     if not isinstance(domain, AbstractShape):
         raise ValueError(f"distance functions need a pinnkit.geometry shape, not {type(domain).__name__}")
-    return r_equiv([part_adf(p, x) for p in domain.piece_parts(piece)])
+    parts = domain.piece_parts(piece)
+    seg, rest = batched.untrimmed_segments(domain, piece)
+    phis = [part_adf(parts[i], x) for i in rest]
+    if seg is not None:  # a polygon's sides: one stacked evaluation, not one per side
+        phis.append(_segments_adf(*(jnp.asarray(v, x.dtype) for v in seg), x))
+    return r_equiv(phis)
+
+
+def _segments_adf(a, b, sign, length, half2, x):
+    """`part_adf` of untrimmed segments ``a -> b`` (rows), as `Segment.level`: $f$ the
+    signed distance to the line, $t = ((L/2)^2 - |x - c|^2)/L$."""
+    e = (b - a) / length[:, None]
+    r = x[None, :] - a
+    f = sign * (e[:, 0] * r[:, 1] - e[:, 1] * r[:, 0])
+    c = x[None, :] - 0.5 * (a + b)
+    return trimmed(f, (half2 - jnp.sum(c * c, axis=1)) / length)
 
 
 def adf(domain: AbstractDomain, pieces: Sequence[str] = ("boundary",)) -> Callable[[Point], Scalar]:
@@ -139,6 +161,18 @@ class DistanceDirichlet(eqx.Module):
     def __check_init__(self):
         if not (len(self.pieces) == len(self.outputs) == len(self.values)) or not self.pieces:
             raise ValueError("DistanceDirichlet needs one piece, output tuple and value per condition")
+        space = self.domain.space if isinstance(self.domain, SpaceTime) else self.domain
+        pairs = batched.trim_count(space) if isinstance(space, AbstractShape) else 0
+        if pairs > MAX_TRIM_PAIRS:
+            from ..errors import ConfigError
+
+            raise ConfigError(
+                f"network.hard_constraint: the shape's boundary has {pairs} (part, trimming "
+                f"operand) pairs, each a distance function traced into every step; at most "
+                f"{MAX_TRIM_PAIRS} are accepted (about a union of 45 shapes). Set "
+                "network.hard_constraint: false (the conditions become loss terms) or use fewer "
+                "CSG operands (a polygon's sides cost nothing here)."
+            )
         valid = self.domain.pieces()
         for p in self.pieces:
             if p not in valid or p == "interior":

@@ -79,9 +79,11 @@ class AbstractDomain(eqx.Module):
 
     def check_piece(self, piece: str) -> None:
         if piece not in self.pieces():
+            from ..errors import did_you_mean, name_list
+
             raise ValueError(
-                f"unknown domain piece {piece!r}: this {type(self).__name__} has "
-                f"{self.pieces()}"
+                f"unknown domain piece {piece!r}:{did_you_mean(piece, self.pieces())} This "
+                f"{type(self).__name__} has {name_list(self.pieces())}"
             )
 
     def sample(self, key, n: int, piece: str = "interior", dtype=jnp.float32) -> Points:

@@ -24,6 +24,7 @@ class Segment(AbstractAtom):
     """The segment from ``a`` to ``b``; the primitive lies to its left (outward normal
     $(\\Delta y, -\\Delta x)/L$, counter-clockwise boundaries)."""
 
+    stack_kind = "segment"  # stacked by `pinnkit.geometry.batched` (fields a, b)
     a: tuple[float, ...] = eqx.field(static=True)
     b: tuple[float, ...] = eqx.field(static=True)
     name: str = eqx.field(static=True)
@@ -70,6 +71,7 @@ class Rectangle(AbstractShape):
     """The rectangle $[\\text{lower}, \\text{upper}]$; exact signed distance. Boundary names
     ``left, right, bottom, top`` (renamed with ``name`` / ``names``)."""
 
+    stack_kind = "box"  # stacked by `pinnkit.geometry.batched` (fields lower, upper)
     lower: tuple[float, ...] = eqx.field(static=True)
     upper: tuple[float, ...] = eqx.field(static=True)
     labels: tuple[str, ...] = eqx.field(static=True)
@@ -101,6 +103,9 @@ class Rectangle(AbstractShape):
 
     def measure(self):
         return math.prod(b - a for a, b in zip(self.lower, self.upper, strict=True))
+
+    def exact_outside(self):
+        return True
 
 
 _ARC_TABLE = 2048  # nodes of the ellipse's arc-length table (spectrally accurate trapezoid)
@@ -186,6 +191,9 @@ class Ellipse(AbstractShape):
         return math.pi * self.axes[0] * self.axes[1]
 
 
+MAX_VERTICES = 20_000  # vertices of one polygon (about 7 s to validate on one core)
+
+
 def polygon_vertices(vertices, what: str = "polygon") -> tuple[tuple, tuple[int, ...]]:
     """Validated vertices, counter-clockwise: at least 3, finite, no zero-length edge, no
     spike (an edge folding back on the previous one), non-zero area, not
@@ -199,6 +207,10 @@ def polygon_vertices(vertices, what: str = "polygon") -> tuple[tuple, tuple[int,
         raise ValueError(f"{what} vertices must be a list of [x, y] pairs: actual={vertices!r}") from None
     if v.ndim != 2 or v.shape[1] != 2 or v.shape[0] < 3 or not np.all(np.isfinite(v)):
         raise ValueError(f"{what} needs at least 3 finite [x, y] vertices: actual={vertices!r}")
+    if v.shape[0] > MAX_VERTICES:
+        raise ValueError(f"{what} of {v.shape[0]} vertices: at most {MAX_VERTICES} are accepted "
+                         "(the build checks every pair of nearby edges for crossings); simplify the "
+                         "outline, e.g. drop vertices closer than the resolution you need")
     n = v.shape[0]
     scale = float(np.max(np.ptp(v, axis=0)))
     e = np.roll(v, -1, axis=0) - v
@@ -341,6 +353,9 @@ class Polygon(AbstractShape):
         v, n = self.vertices, len(self.vertices)
         segs = [Segment(v[i], v[(i + 1) % n], f"side{k}") for i, k in enumerate(self.sides)]
         return _primitive_parts(segs, self.labels, 2)
+
+    def exact_outside(self):
+        return True
 
     def bbox(self):
         v = np.asarray(self.vertices)

@@ -175,6 +175,7 @@ class Cuboid(AbstractShape):
     a lone box is better a `pinnkit.geometry.domains.Box`). Names ``left, right, front, back,
     bottom, top``."""
 
+    stack_kind = "box"  # stacked by `pinnkit.geometry.batched` (fields lower, upper)
     lower: tuple[float, ...] = eqx.field(static=True)
     upper: tuple[float, ...] = eqx.field(static=True)
     labels: tuple[str, ...] = eqx.field(static=True)
@@ -213,6 +214,9 @@ class Cuboid(AbstractShape):
 
     def measure(self):
         return math.prod(b - a for a, b in zip(self.lower, self.upper, strict=True))
+
+    def exact_outside(self):
+        return True
 
 
 class Cylinder(AbstractShape):

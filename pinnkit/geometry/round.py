@@ -21,6 +21,7 @@ class RoundSurface(AbstractAtom):
     sampled uniformly in arc length (the angle) or area (Archimedes' map: uniform height
     and longitude)."""
 
+    stack_kind = "round"  # stacked by `pinnkit.geometry.batched` (fields center, radius)
     center: tuple[float, ...] = eqx.field(static=True)
     radius: float = eqx.field(static=True)
     name: str = eqx.field(static=True)
@@ -54,6 +55,7 @@ class AbstractRound(AbstractShape):
     """The ball $|x - c| \\le r$ in $d$ = ``len(center)`` dimensions; exact signed
     distance $|x - c| - r$, measure $\\pi^{d/2} r^d / \\Gamma(d/2 + 1)$."""
 
+    stack_kind = "round"  # stacked by `pinnkit.geometry.batched` (fields center, radius)
     center: AbstractVar[tuple[float, ...]]
     radius: AbstractVar[float]
     labels: AbstractVar[tuple[str, ...]]
@@ -65,6 +67,9 @@ class AbstractRound(AbstractShape):
         d = len(self.center)
         atom = RoundSurface(self.center, self.radius, _SURFACE[d])
         return (Part(atom, self.labels[0], Frame.identity(d)),)
+
+    def exact_outside(self):
+        return True
 
     def bbox(self):
         c, r = self.center, self.radius

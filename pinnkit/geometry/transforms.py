@@ -43,6 +43,9 @@ class Transformed(AbstractShape):
             for p in all_parts(self.shape)
         )
 
+    def exact_outside(self):
+        return self.shape.exact_outside()
+
     def bbox(self):
         lo, hi = self.shape.bbox()
         corners = np.asarray(list(itertools.product(*zip(lo, hi, strict=True))))

@@ -140,9 +140,12 @@ class Problem(eqx.Module):
         pieces = self.domain.pieces()
         for k, t in self.terms.items():
             if t.where != "data" and t.where not in pieces:
+                from ..errors import did_you_mean, name_list
+
                 raise ValueError(
                     f"term {k!r} is imposed on {t.where!r}, which this "
-                    f"{type(self.domain).__name__} does not have; its pieces are {pieces}"
+                    f"{type(self.domain).__name__} does not have;{did_you_mean(t.where, pieces)} "
+                    f"its pieces are {name_list(pieces)}"
                 )
             for fname in t.fields:
                 if fname not in self.out_names:

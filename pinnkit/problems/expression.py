@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..diffops import Autodiff, Fields
+from ..errors import ConfigError, name_list
 from ..expr import Ex, ExprError, Resolver, Symbols, point_function, residual_function
 from ..geometry.config import build_domain, is_geometry
 from ..geometry.distance import DistanceDirichlet
@@ -177,7 +178,7 @@ class _Builder:
         if piece is None:
             raise ExprError(
                 f"{key}: missing 'where' (the piece it holds on): one of "
-                f"{', '.join(pieces[1:])}."
+                f"{name_list(pieces[1:])}."
             )
         if piece not in pieces or piece == "interior" and kind != "residual":
             hint = (
@@ -186,7 +187,7 @@ class _Builder:
             )
             raise ExprError(
                 f"{key}.where: the domain has no boundary {piece!r}.{hint} Its boundaries: "
-                f"{', '.join(pieces[1:])}."
+                f"{name_list(pieces[1:])}."
             )
         if kind == "initial" and piece != "initial":
             raise ExprError(f"{key}: an initial condition holds on 'initial', not {piece!r}.")
@@ -337,7 +338,9 @@ def expression(
                                      tuple(s[3] for s in shaped))
             enforced = tuple(s[0] for s in shaped)
             hard_outputs = shaped[0][2]
-        except ValueError:  # overlapping pieces, or a mesh (no smooth distance): loss terms only
+        except ValueError as e:  # overlapping pieces, or a mesh (no smooth distance): loss terms only
+            if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
+                raise
             hard = None
     reference = None
     if exact is not None:

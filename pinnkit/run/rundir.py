@@ -58,6 +58,10 @@ def read_config(run_dir: Path, overrides: list[str] | None = None) -> RunConfig:
     path = Path(run_dir) / "config.yaml"
     if (note := stranded(Path(run_dir))) is not None:  # not the half-started run's config
         raise RunDirError(note)
+    if path.is_symlink() and path.resolve().parent != Path(run_dir).resolve():
+        raise RunDirError(f"{path} is a link to {path.resolve()}, outside the run folder: pinnkit reads "
+                          "a run's config.yaml only from the run itself. Replace the link by a copy "
+                          "of the file it points to, then run the command again.")
     if not path.is_file():
         raise RunDirError(
             f"{run_dir} is not a pinnkit run directory: {path.name} is missing. "

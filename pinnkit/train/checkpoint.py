@@ -283,7 +283,15 @@ def load_model(path: Path, head: dict, params, phases, extra):
 
 def _scan(folder: Path) -> tuple[tuple[Path, dict] | None, list[str]]:
     """The newest undamaged checkpoint in ``folder`` (or None), and why each newer one was
-    skipped (``"NAME: reason"``)."""
+    skipped (``"NAME: reason"``). A ``folder`` that is a link out of its run folder is
+    refused (`RunDirError`): its files are not the run's."""
+    folder = Path(folder)
+    if folder.is_symlink() and folder.resolve().parent != folder.parent.resolve():
+        raise RunDirError(
+            f"{folder} is a link to {folder.resolve()}, outside the run folder {folder.parent}: "
+            "pinnkit reads a run's checkpoints only from its own folder. Replace the link by "
+            "a copy of the folder it points to, then run the command again."
+        )
     skipped = []
     for path in reversed(list_checkpoints(folder)):
         try:

@@ -1,0 +1,167 @@
+"""Vectorised CSG (`pinnkit.geometry.batched`): the stacked path gives the numbers of the
+operand-by-operand path on small trees, and large trees build and sample correctly."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pinnkit.geometry import Disk, Rectangle, batched, difference, union
+from pinnkit.geometry.base import all_parts
+from pinnkit.geometry.config import build_domain
+from pinnkit.geometry.csg import Difference
+
+EPS32 = float(jnp.finfo(jnp.float32).eps)
+
+
+def _disks(n, names=None):
+    """``n`` disks on a grid, overlapping their neighbours, two of them coincident."""
+    out = []
+    for i in range(n):
+        c = [0.3 * (i % 5), 0.3 * (i // 5)]
+        out.append(Disk(c, 0.2, name=None if names is None else names(i)))
+    out.append(Disk([0.0, 0.0], 0.2, name=None if names is None else "twin"))  # coincides with 0
+    return out
+
+
+def _per_part_keep(shape, x, k, eps):
+    """The reference: each candidate tested by its own part's `Part.keep`."""
+    parts = shape.piece_parts("boundary")
+    keeps = jnp.stack([jax.vmap(lambda y, p=p: p.keep(y, eps))(x) for p in parts])
+    return np.asarray(keeps[k, jnp.arange(x.shape[0])])
+
+
+def test_stacked_sdf_equals_the_operand_by_operand_min():
+    shapes = _disks(12) + [Rectangle([0.1 * i, 0.0], [0.1 * i + 0.5, 0.4]) for i in range(6)]
+    x = jax.random.uniform(jax.random.key(0), (200, 2), minval=-0.5, maxval=1.8)
+    got = jax.vmap(lambda p: jnp.min(batched.stacked_sdf(shapes, p)))(x)
+    want = jax.vmap(lambda p: jnp.min(jnp.stack([s.sdf(p) for s in shapes])))(x)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    grad = jax.vmap(jax.grad(lambda p: jnp.min(batched.stacked_sdf(shapes, p))))(x)
+    ref = jax.vmap(jax.grad(lambda p: jnp.min(jnp.stack([s.sdf(p) for s in shapes]))))(x)
+    np.testing.assert_allclose(grad, ref, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: union(*_disks(12)),
+    lambda: difference(Rectangle([-0.4, -0.4], [1.5, 1.1]), *_disks(9)),
+    lambda: union(*[Rectangle([0.5 * i, 0.0], [0.5 * i + 0.5, 1.0]) for i in range(6)],  # shared walls
+                  Disk([1.5, 1.0], 0.3)),
+])
+def test_vectorised_candidates_keep_what_each_part_keeps(make):
+    shape = make()
+    assert batched.vectorise(shape, "boundary")
+    u = jax.random.uniform(jax.random.key(1), (600, 2))
+    x, keep = batched.candidates(shape, u, "boundary")
+    k, v = batched.choose_parts(shape, u, "boundary")
+    parts = shape.piece_parts("boundary")
+    # the candidates are the parts' own points (identity frames: the same arithmetic)
+    ref_x = jnp.stack([p.from_unit(v) for p in parts])[k, jnp.arange(u.shape[0])]
+    np.testing.assert_allclose(x, ref_x, rtol=0, atol=1e-6)
+    ref = _per_part_keep(shape, x, k, shape._eps(jnp.float32))
+    np.testing.assert_array_equal(np.asarray(keep), ref)
+    assert 0 < ref.sum() < ref.size  # both kept and rejected candidates were tested
+
+
+def test_difference_of_many_cuts_is_the_chain_of_cuts():
+    plate = Rectangle([0, 0], [2, 1], names={"left": "inlet"})
+    holes = [Disk([0.4, 0.5], 0.2, name="a"), Disk([0.7, 0.5], 0.2, name="b"), Disk([1.5, 0.5], 0.1, name="a")]
+    flat = difference(plate, *holes)
+    chain = Difference(Difference(Difference(plate, holes[0]), holes[1]), holes[2])
+    assert flat.pieces() == chain.pieces()
+    u = jax.random.uniform(jax.random.key(2), (4000, 2))
+    for piece in flat.pieces():
+        xf, kf = flat.candidates(u, piece)
+        xc, kc = chain.candidates(u, piece)
+        np.testing.assert_allclose(xf, xc, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(kf, kc)
+
+
+def test_thousand_disk_union_builds_and_samples_its_named_boundaries():
+    n = 1000
+    spec = {"union": [{"disk": {"center": [0.1 * (i % 40), 0.1 * (i // 40)], "radius": 0.07,
+                                "name": f"d{i}"}} for i in range(n)]}
+    shape = build_domain(spec)
+    assert len(shape.pieces()) == n + 2
+    centers = np.asarray([[0.1 * (i % 40), 0.1 * (i // 40)] for i in range(n)])
+    for i in (517, 999):
+        pts = np.asarray(shape.sample(jax.random.key(i), 64, f"d{i}"), np.float64)
+        r = np.linalg.norm(pts - centers[i], axis=1)
+        np.testing.assert_allclose(r, 0.07, rtol=0, atol=16 * EPS32)  # on its circle
+        others = np.linalg.norm(pts[:, None, :] - np.delete(centers, i, 0)[None], axis=2) - 0.07
+        assert others.min() > -1e-6  # inside no other disk: the part of the boundary it is
+    # a disk overlapping 4 neighbours keeps 4 arcs of 1 - 4 * 2 asin(0.05/0.07)/(2 pi) of its circle
+    inner = 1.0 - 4 * 2 * math.asin(0.05 / 0.07) / (2 * math.pi)
+    assert abs(shape.acceptance("d517") - inner) < 0.05
+
+
+def test_acceptance_once_per_tree_agrees_with_the_per_piece_estimate():
+    from pinnkit.geometry.sampling import estimate_acceptance
+
+    shape = union(*_disks(20, names=lambda i: f"h{i}"))
+    assert batched.per_tree(shape)
+    for piece in ("boundary", "h0", "h7", "h19"):
+        ref = estimate_acceptance(shape, piece)
+        got = shape.acceptance(piece)
+        # lowered by <= 3 standard errors of its >= 2^12 candidates, never raised
+        assert ref - 4 * math.sqrt(ref * (1 - ref) / 2**12) - 0.01 <= got <= ref + 0.01, piece
+
+
+def test_trims_far_away_are_dropped_and_splits_are_exact():
+    shape = difference(Rectangle([0, 0], [10, 1]), *[Disk([0.5 + i, 0.5], 0.2) for i in range(10)])
+    parts = all_parts(shape)
+    full = sum(len(p.trims) for p in parts)
+    kept = sum(len(batched.keep_trims(shape, p)) for p in parts)
+    # each hole part keeps only the plate (it lies inside it) once split: nothing else is near
+    assert kept < full / 4
+    hole = [p for p in parts if p.flip][3]
+    assert [type(s).__name__ for s, _, _ in batched.keep_trims(shape, hole)] == ["Rectangle"]
+
+
+def test_polygon_distance_is_one_stacked_evaluation_with_the_same_numbers():
+    from pinnkit.geometry import Polygon, rotate
+    from pinnkit.geometry.distance import part_adf, piece_adf, r_equiv
+
+    th = np.linspace(0, 2 * np.pi, 40, endpoint=False)
+    r = 1.0 + 0.3 * np.cos(5 * th)
+    for poly in (Polygon(np.stack([r * np.cos(th), r * np.sin(th)], 1)),
+                 rotate(Polygon(np.stack([r * np.cos(th), r * np.sin(th)], 1)), 0.3)):
+        assert batched.untrimmed_segments(poly, "boundary")[0] is not None
+        parts = poly.piece_parts("boundary")
+        x = jax.random.uniform(jax.random.key(3), (50, 2), minval=-0.6, maxval=0.6)
+
+        def ref(p):
+            return r_equiv([part_adf(q, p) for q in parts])
+
+        got = jax.vmap(lambda p: piece_adf(poly, "boundary", p))(x)
+        np.testing.assert_allclose(got, jax.vmap(ref)(x), rtol=2e-6, atol=1e-7)
+        g = jax.vmap(jax.grad(lambda p: piece_adf(poly, "boundary", p)))(x)
+        np.testing.assert_allclose(g, jax.vmap(jax.grad(ref))(x), rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_piece_names_a_few_and_the_closest():
+    from pinnkit.geometry import Polygon
+
+    th = np.linspace(0, 2 * np.pi, 500, endpoint=False)
+    poly = Polygon(np.stack([np.cos(th), np.sin(th)], 1))
+    with pytest.raises(ValueError) as e:
+        poly.check_piece("sde123")
+    msg = str(e.value)
+    assert "Did you mean 'side123'?" in msg and "and 490 more" in msg and len(msg) < 400, msg
+
+
+def test_limits_are_refused_up_front_naming_the_key():
+    from pinnkit.errors import ConfigError
+    from pinnkit.geometry import DistanceDirichlet
+    from pinnkit.geometry.config import GeometryError
+
+    many = {"union": [{"disk": {"center": [0.01 * i, 0], "radius": 1}} for i in range(2001)]}
+    with pytest.raises(GeometryError, match=r"problem\.params\.domain\.union: union of 2001 shapes: at most 2000"):
+        build_domain(many)
+    th = np.linspace(0, 2 * np.pi, 20001, endpoint=False)
+    with pytest.raises(GeometryError, match=r"domain\.polygon: polygon of 20001 vertices: at most 20000"):
+        build_domain({"polygon": {"vertices": np.stack([np.cos(th), np.sin(th)], 1).tolist()}})
+    with pytest.raises(ConfigError, match=r"network\.hard_constraint: .* 2450 \(part, trimming operand\) pairs"):
+        DistanceDirichlet(union(*[Disk([0.1 * i, 0], 0.08) for i in range(50)]), ("boundary",), ((0,),), (None,))
