@@ -67,7 +67,8 @@ def test_vectorised_candidates_keep_what_each_part_keeps(make):
 
 def test_difference_of_many_cuts_is_the_chain_of_cuts():
     plate = Rectangle([0, 0], [2, 1], names={"left": "inlet"})
-    holes = [Disk([0.4, 0.5], 0.2, name="a"), Disk([0.7, 0.5], 0.2, name="b"), Disk([1.5, 0.5], 0.1, name="a")]
+    holes = [Disk([0.4, 0.5], 0.2, name="a"), Disk([0.7, 0.5], 0.2, name="b"),
+             Disk([1.5, 0.5], 0.1, name="a")]
     flat = difference(plate, *holes)
     chain = Difference(Difference(Difference(plate, holes[0]), holes[1]), holes[2])
     assert flat.pieces() == chain.pieces()
@@ -132,12 +133,15 @@ def test_polygon_distance_is_one_stacked_evaluation_with_the_same_numbers():
         parts = poly.piece_parts("boundary")
         x = jax.random.uniform(jax.random.key(3), (50, 2), minval=-0.6, maxval=0.6)
 
-        def ref(p):
+        def ref(p, parts=parts):
             return r_equiv([part_adf(q, p) for q in parts])
 
-        got = jax.vmap(lambda p: piece_adf(poly, "boundary", p))(x)
+        def adf(p, poly=poly):
+            return piece_adf(poly, "boundary", p)
+
+        got = jax.vmap(adf)(x)
         np.testing.assert_allclose(got, jax.vmap(ref)(x), rtol=2e-6, atol=1e-7)
-        g = jax.vmap(jax.grad(lambda p: piece_adf(poly, "boundary", p)))(x)
+        g = jax.vmap(jax.grad(adf))(x)
         np.testing.assert_allclose(g, jax.vmap(jax.grad(ref))(x), rtol=1e-5, atol=1e-6)
 
 
@@ -158,10 +162,14 @@ def test_limits_are_refused_up_front_naming_the_key():
     from pinnkit.geometry.config import GeometryError
 
     many = {"union": [{"disk": {"center": [0.01 * i, 0], "radius": 1}} for i in range(2001)]}
-    with pytest.raises(GeometryError, match=r"problem\.params\.domain\.union: union of 2001 shapes: at most 2000"):
+    with pytest.raises(GeometryError,
+                       match=r"problem\.params\.domain\.union: union of 2001 shapes: at most 2000"):
         build_domain(many)
     th = np.linspace(0, 2 * np.pi, 20001, endpoint=False)
-    with pytest.raises(GeometryError, match=r"domain\.polygon: polygon of 20001 vertices: at most 20000"):
+    with pytest.raises(GeometryError,
+                       match=r"domain\.polygon: polygon of 20001 vertices: at most 20000"):
         build_domain({"polygon": {"vertices": np.stack([np.cos(th), np.sin(th)], 1).tolist()}})
-    with pytest.raises(ConfigError, match=r"network\.hard_constraint: .* 2450 \(part, trimming operand\) pairs"):
-        DistanceDirichlet(union(*[Disk([0.1 * i, 0], 0.08) for i in range(50)]), ("boundary",), ((0,),), (None,))
+    with pytest.raises(ConfigError,
+                       match=r"network\.hard_constraint: .* 2450 \(part, trimming operand\) pairs"):
+        fifty = union(*[Disk([0.1 * i, 0], 0.08) for i in range(50)])
+        DistanceDirichlet(fifty, ("boundary",), ((0,),), (None,))

@@ -51,8 +51,10 @@ def _norm_rows(v):
 
 def _params(kind, shapes, dtype):
     if kind == "round":
-        return (jnp.asarray([s.center for s in shapes], dtype), jnp.asarray([s.radius for s in shapes], dtype))
-    return (jnp.asarray([s.lower for s in shapes], dtype), jnp.asarray([s.upper for s in shapes], dtype))
+        return (jnp.asarray([s.center for s in shapes], dtype),
+                jnp.asarray([s.radius for s in shapes], dtype))
+    return (jnp.asarray([s.lower for s in shapes], dtype),
+            jnp.asarray([s.upper for s in shapes], dtype))
 
 
 def _kind_sdf(kind, params, x):
@@ -81,7 +83,8 @@ def _kind_normal(kind, params, x):
     dist, normals = [], []
     for axis, up in _FACES[d]:
         face = (b if up else a)[..., axis]
-        dist.append(_norm_rows(x[..., None, :] - inside.at[..., axis].set(jnp.broadcast_to(face, inside.shape[:-1]))))
+        on_face = inside.at[..., axis].set(jnp.broadcast_to(face, inside.shape[:-1]))
+        dist.append(_norm_rows(x[..., None, :] - on_face))
         normals.append(jnp.zeros((d,), x.dtype).at[axis].set(1.0 if up else -1.0))
     k = jnp.argmin(jnp.stack(dist, -1), axis=-1)
     return jnp.stack(normals)[k]
@@ -245,7 +248,7 @@ class Program:
                 self.shape_groups[k] = np.asarray(members)
         self.dense = [i for i, kk in enumerate(kinds) if kk is None]
         self.slot = np.zeros(len(shapes), np.int64)  # position of a shape within its group
-        for k, members in self.shape_groups.items():
+        for members in self.shape_groups.values():
             self.slot[members] = np.arange(len(members))
         self.slot[self.dense] = np.arange(len(self.dense))
 
@@ -310,7 +313,8 @@ class Program:
         nrm = jnp.zeros((*idx.shape, x.shape[1]), dt) if self.has_tie else None
         for kind, members in self.shape_groups.items():
             mine = jnp.asarray(np.isin(np.arange(len(self.shapes)), members))[idx]
-            params = tuple(p[jnp.where(mine, slot, 0)] for p in _params(kind, [self.shapes[i] for i in members], dt))
+            group = [self.shapes[i] for i in members]
+            params = tuple(p[jnp.where(mine, slot, 0)] for p in _params(kind, group, dt))
             # one point against its T trim shapes: x[:, None, :] against (m, T, ...) parameters
             d = jnp.where(mine, _pair_sdf(kind, params, x), d)
             if self.has_tie:

@@ -47,7 +47,6 @@ from . import batched
 from .base import AbstractShape, Part, all_parts
 from .domains import AbstractDomain, SpaceTime
 
-
 # The distance function of a CSG part is trimmed by the signed distance of each operand it
 # was combined with, and those are traced one by one: a union of n shapes costs n(n-1).
 MAX_TRIM_PAIRS = 2000
