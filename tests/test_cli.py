@@ -112,7 +112,7 @@ def test_eval_plot_problems(tiny_run):
     r = pinnkit("problems")
     assert r.returncode == 0 and "poisson2d(kx=1, ky=1, amplitude=1.0)" in r.stdout
     r = pinnkit("eval", str(tiny_run / "nope"))
-    assert r.returncode == 2 and "not a pinnkit run directory" in r.stderr
+    assert r.returncode == 2 and "not a pinnkit run directory" in " ".join(r.stderr.split())
 
 
 def test_load_run(tiny_run):

@@ -42,9 +42,10 @@ def here(capsys, *args) -> tuple[int, str]:
 
 
 def one_paragraph(err: str) -> bool:
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    return bool(lines) and lines[0].startswith("pinnkit: error:") and len(lines) <= 8 and \
-        "Traceback" not in err
+    # one block of lines (no blank line), of a paragraph's length: long paths wrap to more lines
+    lines = err.strip().splitlines()
+    return bool(lines) and lines[0].startswith("pinnkit: error:") and len(lines) <= 12 and \
+        all(ln.strip() for ln in lines) and "Traceback" not in err
 
 
 def flat(err: str) -> str:

@@ -177,3 +177,25 @@ def test_model_hash_accepts_added_neutral_keys_and_nothing_else():
     enriched = {**now, "network": {"width": 16, "singular": [{"at": [0, 0]}]}}
     wider = {**now, "network": {"width": 32, "singular": []}}
     assert old_hash not in ckpt.model_hashes(enriched) | ckpt.model_hashes(wider)
+
+
+def test_a_checkpoint_of_every_earlier_schema_version_matches_its_model():
+    """A checkpoint hashes the model sections as its version of the schema wrote them: one
+    from before `squares` (with `singular`), one from before both, and one from before
+    `allow_exact_lift` all match today's config when the added keys hold their neutral
+    value; a changed width or a key set away from neutral does not."""
+    from pinnkit.train.checkpoint import config_hash, model_hashes
+
+    net = {"width": 32, "singular": [], "squares": False, "allow_exact_lift": False}
+    cfg = {"problem": {"name": "poisson2d"}, "network": net, "train": {"steps": 5}}
+    hashes = model_hashes(cfg)
+
+    def written(**network):
+        return config_hash({"problem": {"name": "poisson2d"}, "network": network})
+
+    for old in ({"width": 32}, {"width": 32, "singular": []},
+                {"width": 32, "singular": [], "squares": False}, net):
+        assert written(**old) in hashes, old
+    assert written(width=64) not in hashes
+    assert config_hash({"problem": {"name": "poisson2d"}, "network": {"width": 32}}) not in model_hashes(
+        {**cfg, "network": {**net, "squares": True}})

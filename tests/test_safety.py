@@ -98,9 +98,10 @@ def run_cli(*args, cwd=None, timeout=300):
 
 
 def one_paragraph(err: str) -> bool:
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    return bool(lines) and lines[0].startswith("pinnkit: error:") and len(lines) <= 8 and \
-        "Traceback" not in err
+    # one block of lines (no blank line), of a paragraph's length: long paths wrap to more lines
+    lines = err.strip().splitlines()
+    return bool(lines) and lines[0].startswith("pinnkit: error:") and len(lines) <= 12 and \
+        all(ln.strip() for ln in lines) and "Traceback" not in err
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -128,7 +128,7 @@ def _train(args, out: Path, stop) -> int:
     )
     failed = summary["outcome"] in ("nonfinite_loss", "diverged")  # RESULTS.failed
     if failed or restored:
-        print_(textwrap.fill(f"pinnkit: {summary['message']}", 100), file=sys.stderr)
+        print_(paragraph(f"pinnkit: {summary['message']}"), file=sys.stderr)
     if summary.get("stopped_by"):
         print_(f"pinnkit: {summary['stopped_by']}", file=sys.stderr)
     if summary["outcome"] in ("max_time", "interrupted") and not restored:
@@ -266,6 +266,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def paragraph(text: str) -> str:
+    """``text`` wrapped at 100 columns only between words: a path or command in it stays
+    whole, so it can be copied from the terminal (no break at a path's hyphen)."""
+    return textwrap.fill(text, 100, break_long_words=False, break_on_hyphens=False)
+
+
 def _in_process_group() -> bool:
     if "jax" not in sys.modules:
         return False
@@ -292,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except PinnkitError as e:
         msg = " ".join(str(e).split())
-        print(textwrap.fill(f"pinnkit: error: {msg}", 100), file=sys.stderr, flush=True)
+        print(paragraph(f"pinnkit: error: {msg}"), file=sys.stderr, flush=True)
         if _in_process_group():
             # Leave at once: a clean exit would wait at JAX's shutdown barrier for peers
             # that may be blocked in a collective; they see this process go and exit too.
@@ -306,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         # one paragraph, then leave at once (see above).
         from ..parallel.distributed import PEER_LOST_EXIT, lost_process_message
 
-        print(textwrap.fill(lost_process_message(f"{type(e).__name__}: {e}"), 100),
+        print(paragraph(lost_process_message(f"{type(e).__name__}: {e}")),
               file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(PEER_LOST_EXIT)

@@ -71,7 +71,8 @@ def colorbar(fig, ax, mappable, label: str = ""):
     box; ticks at 8 pt, the label at 9 pt."""
     box = ax.get_position()
     fw, fh = fig.get_size_inches()
-    cax = fig.add_axes((box.x1 + _BAR_PAD / fw, box.y0, _BAR_WIDTH / fw, box.height))
+    # labelled as matplotlib labels the bars it places itself, so figures can be read back
+    cax = fig.add_axes((box.x1 + _BAR_PAD / fw, box.y0, _BAR_WIDTH / fw, box.height), label="<colorbar>")
     bar = fig.colorbar(mappable, cax=cax)
     bar.ax.tick_params(labelsize=8)
     if label:

@@ -70,6 +70,7 @@ MODEL_SECTIONS = ("problem", "network", "numerics")
 ADDED_MODEL_KEYS: dict[tuple[str, str], object] = {
     ("network", "singular"): [],  # corner enrichment (pinnkit.geometry.singular)
     ("network", "squares"): False,  # squared inputs (pinnkit.nn.embeddings.SquareFeatures)
+    ("network", "allow_exact_lift"): False,  # an exact solution's lift, opted in (run/exactlift.py)
 }
 
 
@@ -79,14 +80,19 @@ def _model_sections(config: dict) -> dict:
 
 def model_hashes(config: dict) -> set[str]:
     """The ``model_sha256`` values a checkpoint of the same model may carry: that of
-    ``config``'s model sections, and that of the same sections without the
-    `ADDED_MODEL_KEYS` that hold their neutral value (checkpoints written before them)."""
+    ``config``'s model sections, and, for each earlier version of the schema, that of the
+    same sections without the `ADDED_MODEL_KEYS` added since (listed oldest first), when
+    they hold their neutral value (checkpoints written before them)."""
     model = _model_sections(config)
-    older = {k: dict(v) if isinstance(v, dict) else v for k, v in model.items()}
-    for (section, key), neutral in ADDED_MODEL_KEYS.items():
-        if isinstance(older.get(section), dict) and older[section].get(key, neutral) == neutral:
-            older[section].pop(key, None)
-    return {config_hash(model), config_hash(older)}
+    hashes = {config_hash(model)}
+    added = list(ADDED_MODEL_KEYS.items())
+    for first in range(len(added)):  # a checkpoint that knew the keys before added[first]
+        older = {k: dict(v) if isinstance(v, dict) else v for k, v in model.items()}
+        for (section, key), neutral in added[first:]:
+            if isinstance(older.get(section), dict) and older[section].get(key, neutral) == neutral:
+                older[section].pop(key, None)
+        hashes.add(config_hash(older))
+    return hashes
 
 
 def manifest(config: dict, *, phase: int, n_devices: int, n_processes: int, seed: int) -> dict:
