@@ -252,15 +252,19 @@ class Program:
             self.slot[members] = np.arange(len(members))
         self.slot[self.dense] = np.arange(len(self.dense))
 
+    def _within(self, idx, k):
+        """For part indices ``k``: whether each is in the group ``idx`` and its position
+        there (0 where not)."""
+        pos = np.full(len(self.parts), -1)
+        pos[idx] = np.arange(len(idx))
+        j = jnp.asarray(pos)[k]
+        return j >= 0, jnp.maximum(j, 0)
+
     def points(self, v, k):
         """Candidates: row ``i`` of unit rows ``v`` mapped onto part ``k[i]``'s atom."""
         x = jnp.zeros(v.shape, v.dtype)
         for kind, idx in self.atom_groups.items():
-            pos = np.full(len(self.parts), -1)
-            pos[idx] = np.arange(len(idx))
-            j = jnp.asarray(pos)[k]
-            mine = j >= 0
-            j = jnp.maximum(j, 0)
+            mine, j = self._within(idx, k)
             if kind == "segment":
                 a, b, _ = (jnp.asarray(t, v.dtype)[j] for t in self.world[kind])
                 y = a + v[:, :1] * (b - a)
@@ -276,16 +280,13 @@ class Program:
         """The result's outward normal of part ``k[i]`` at ``x[i]``."""
         n = jnp.zeros(x.shape, x.dtype)
         for kind, idx in self.atom_groups.items():
-            pos = np.full(len(self.parts), -1)
-            pos[idx] = np.arange(len(idx))
-            j = jnp.asarray(pos)[k]
-            j0 = jnp.maximum(j, 0)
+            mine, j0 = self._within(idx, k)
             if kind == "segment":
                 y = jnp.asarray(self.world[kind][2], x.dtype)[j0]
             else:
                 r = x - jnp.asarray(self.world[kind][0], x.dtype)[j0]
                 y = r / _norm_rows(r)[:, None]
-            n = jnp.where((j >= 0)[:, None], y, n)
+            n = jnp.where(mine[:, None], y, n)
         for i in self.other_parts:
             n = jnp.where((k == i)[:, None], jax.vmap(self.parts[i].normal)(x), n)
         return n * jnp.asarray(self.flip, x.dtype)[k][:, None]
