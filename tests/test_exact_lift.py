@@ -103,3 +103,21 @@ def test_command_line_refusal_is_one_paragraph_and_writes_nothing(tmp_path, caps
     assert err.startswith("pinnkit: error: network.hard_constraint: true would train from the exact")
     assert "\n\n" not in err.strip() and "Traceback" not in err
     assert not out.exists()
+
+
+def test_the_rossby_haurwitz_lift_is_the_initial_wave_only():
+    """C4's hard initial condition lifts the wave at t = 0, not the wave at each point's
+    own time: with a zero network the constrained field is exact at t = 0 and, one day
+    later, is the initial wave while the true one has moved on (by nu*t in longitude)."""
+    from pinnkit.problems import PROBLEMS
+
+    problem = PROBLEMS["rossby_haurwitz"](days=1.0)
+    assert exact_lift_fields(problem) == ()
+    x = _interior(problem)
+    zero = jnp.zeros(2)
+    lift = jax.vmap(lambda p: problem.hard_constraint(p, zero))
+    at = lambda t: x.at[:, 0].set(t)  # noqa: E731
+    np.testing.assert_allclose(lift(at(0.0)), jax.vmap(problem.reference)(at(0.0)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lift(at(1.0)), jax.vmap(problem.reference)(at(0.0)), rtol=1e-5, atol=1e-5)
+    moved = float(jnp.max(jnp.abs(jax.vmap(problem.reference)(at(1.0)) - jax.vmap(problem.reference)(at(0.0)))))
+    assert moved > 1e-2

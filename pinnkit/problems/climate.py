@@ -369,7 +369,12 @@ def rossby_haurwitz(days: float = 1.0, wave: int = 4, omega_rh: float = 7.848e-6
         domain, fields,
         {"stream": Equation(stream), "vorticity": Equation(vorticity), "initial": Initial(fields, exact)},
         coeffs={"omega": om}, reference=exact,
-        hard_constraint=InitialValue(0.0, days, exact, (psi_scale, zeta_scale)), enforced=("initial",),
+        # The lift is the wave at t = 0 only, (t, x, y, z) -> (0, x, y, z) (the wave at each
+        # point's own time would hand the network the answer); a product, not a scatter, so
+        # that it stays valid inside shard_map.
+        hard_constraint=InitialValue(0.0, days, lambda p: exact(p * jnp.asarray([0, 1, 1, 1], p.dtype)),
+                                     (psi_scale, zeta_scale)),
+        enforced=("initial",),
         gauge={"psi": "mean_per_time"},  # defined up to a function of time
         name="rossby_haurwitz",
         description=f"C4: Rossby–Haurwitz wave {R} (barotropic), {days:g} days",
