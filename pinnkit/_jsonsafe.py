@@ -60,3 +60,15 @@ def loads(text: str):
             except (KeyError, IndexError, ValueError, TypeError):
                 continue  # a hand-edited record: leave it
     return record
+
+
+def metric_scalars(metrics, prefix: str = "") -> dict[str, float]:
+    """The finite numbers of a problem's ``metrics`` record (nested mappings as dotted
+    names; strings, lists and nulls left out)."""
+    out: dict[str, float] = {}
+    if isinstance(metrics, dict):
+        for k, v in metrics.items():
+            out.update(metric_scalars(v, f"{prefix}{k}."))
+    elif isinstance(metrics, int | float) and not isinstance(metrics, bool) and math.isfinite(metrics):
+        out[prefix[:-1]] = float(metrics)
+    return out

@@ -61,8 +61,8 @@ def _written(out: Path, write):
 
 
 def cmd_predict(args) -> int:
+    from ..gridio.writers import write
     from ..run.predict import OutsideDomainWarning, predict, predict_grid
-    from ..run.writers import write
 
     _check_out(Path(args.out))
     _numerics(args.run_dir)

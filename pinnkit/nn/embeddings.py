@@ -6,6 +6,8 @@ with its Taylor rule
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -19,11 +21,30 @@ from .._types import Point, PRNGKey
 from ..diffops import jets
 
 
-class Normalize(eqx.Module):
+class AbstractTimeWindowed(eqx.Module):
+    """An input map that time windows re-aim (``train.window_time: local``): the window
+    $[a, b]$ of time coordinate ``t_axis`` becomes the map's time range. Training
+    dispatches on this type, never on a network class."""
+
+    @abc.abstractmethod
+    def in_time_window(self, a: float, b: float, t_axis: int) -> AbstractTimeWindowed:
+        """This map with window $[a, b]$ mapped where its time range was."""
+
+
+def _box_in_window(e, a: float, b: float, t_axis: int):
+    lo, hi = list(e.lower), list(e.upper)
+    lo[t_axis], hi[t_axis] = a, b
+    return dataclasses.replace(e, lower=tuple(lo), upper=tuple(hi))
+
+
+class Normalize(AbstractTimeWindowed):
     """Affine map of the box $[\\text{lower}, \\text{upper}]$ onto $[-1, 1]^d$."""
 
     lower: tuple[float, ...] = eqx.field(static=True)
     upper: tuple[float, ...] = eqx.field(static=True)
+
+    def in_time_window(self, a: float, b: float, t_axis: int) -> Normalize:
+        return _box_in_window(self, a, b, t_axis)
 
     def __call__(self, x: Point) -> Point:
         lo = jnp.asarray(self.lower, x.dtype)
@@ -39,7 +60,7 @@ def _normalize_jet(norm: Normalize, jet: jets.Jet, *, plan: jets.Plan, keep) -> 
     return jets.Jet(norm(jet.value), first, {k: r * scale for k, r in jet.rest.items()})
 
 
-class PeriodicEmbedding(eqx.Module):
+class PeriodicEmbedding(AbstractTimeWindowed):
     """Exact periodicity: each periodic coordinate $x_c$ (period $L_c$) becomes
     $(\\cos(2\\pi x_c/L_c), \\sin(2\\pi x_c/L_c))$; the others are mapped affinely from
     $[\\text{lower}, \\text{upper}]$ onto $[-1, 1]$. Output size: $d$ + number of periodic
@@ -60,6 +81,9 @@ class PeriodicEmbedding(eqx.Module):
                 w = 2.0 * jnp.pi / period
                 feats.append(jnp.stack([jnp.cos(w * x[i]), jnp.sin(w * x[i])]))
         return jnp.concatenate(feats)
+
+    def in_time_window(self, a: float, b: float, t_axis: int) -> PeriodicEmbedding:
+        return _box_in_window(self, a, b, t_axis)
 
 
 @jets.taylor_rule(PeriodicEmbedding)

@@ -21,8 +21,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from .._host import HostFunction
 from ..errors import ConfigError
-from ..physics.host import HostFunction
 from .distributed import allgather_host, to_host
 
 

@@ -7,17 +7,29 @@ against the reference over the steps, one colour per run.
   without an exact solution shows its first own metric there instead (``c_D``...), on a
   linear scale. A run that logged no evaluation shows its final error as one marker.
 
-Inputs are `pinnkit.run.runs_table.RunRecord` objects (no JAX, no checkpoint).
+Inputs are records with ``path``, ``history`` and ``summary`` (`pinnkit.run.runs_table.RunRecord`,
+no JAX, no checkpoint), received as data: plot does not import run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from ..run.runs_table import RunRecord, metric_scalars
+from .._jsonsafe import metric_scalars
 from .fields import _plt
+
+
+class RunRecord(Protocol):
+    """What a figure reads of one run (`pinnkit.run.runs_table.RunRecord` is one)."""
+
+    path: Path
+    history: list[dict]
+    summary: dict | None
+
 
 _STYLES = ("-", "--", ":", "-.")
 

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..run.metrics import predict
+from ..nn.evaluate import predict
 from .labels import label, when
 from .layout import _plt, colorbar, draw_outline, map_grid, outline_of
 
@@ -235,7 +235,7 @@ def error_figure(fields: dict, title: str = ""):
 
 def centreline_figure(run, Re: float | None = None, n: int = 201):
     """Lid-driven cavity: $u(0.5, y)$ and $v(x, 0.5)$ of the run against Ghia et al."""
-    from ..problems.navier_stokes import GHIA_U, GHIA_V, GHIA_X, GHIA_Y, ghia_deviation
+    from ..problems.ghia import GHIA_U, GHIA_V, GHIA_X, GHIA_Y, ghia_deviation
 
     plt = _plt()
     Re = float(run.config.problem.params.get("Re", 100.0)) if Re is None else float(Re)

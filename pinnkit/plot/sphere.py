@@ -244,9 +244,9 @@ def to_netcdf(fields: dict, path: str | Path, *, title: str = "pinnkit", units: 
     fields with their ``units`` when known (`pinnkit.Problem` ``units``). Fields are
     stored as float32, float64 ones (a ``numerics.x64`` run) as float64 so that the file
     round-trips exactly. Needs xarray (extra ``netcdf``); ``engine`` None lets xarray
-    choose (netCDF4, h5netcdf or scipy). Writer: `pinnkit.run.writers.to_netcdf`."""
-    from ..run.gridded import Gridded
-    from ..run.writers import to_netcdf as write_grid
+    choose (netCDF4, h5netcdf or scipy). Writer: `pinnkit.gridio.writers.to_netcdf`."""
+    from ..gridio.gridded import Gridded
+    from ..gridio.writers import to_netcdf as write_grid
 
     units = {k: v for k, v in (units or {}).items()}
     if time_units is not None:

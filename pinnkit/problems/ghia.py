@@ -55,7 +55,7 @@ def ghia_deviation(run_or_network, Re: float | None = None) -> dict[str, float]:
     **Returns:** ``{"u": max_i |u(0.5, y_i) - u_i|, "v": max_i |v(x_i, 0.5) - v_i|,
     "max": the larger}`` (points the tables leave out, NaN, are skipped).
     """
-    from ..run.metrics import predict
+    from ..nn.evaluate import predict
 
     if hasattr(run_or_network, "predict"):
         run = run_or_network

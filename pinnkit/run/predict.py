@@ -3,13 +3,13 @@
 The network is evaluated in batches with the rows sharded over all visible devices
 (`pinnkit.parallel.mesh.predict_sharded`). Points come as an ``(n, d)`` array in the domain's
 coordinate order or as a table file (CSV/NPZ/NetCDF with one column per coordinate); a
-grid comes as a grid spec (`pinnkit.run.gridded`: ``"N"`` or ``"x=-1:1:201,t=0:1:101"``)
+grid comes as a grid spec (`pinnkit.gridio.gridded`: ``"N"`` or ``"x=-1:1:201,t=0:1:101"``)
 laid out in the domain's own coordinates: the box's axes, or latitude/longitude (in
 degrees, points on the sphere) for a `pinnkit.sphere.Sphere`.
 
-`predict_grid` returns the `pinnkit.run.gridded.Gridded` fields; `predict` the flat
+`predict_grid` returns the `pinnkit.gridio.gridded.Gridded` fields; `predict` the flat
 columns (with the grid's ``shape``); `write_prediction` stores either by suffix
-(`pinnkit.run.writers`: ``.csv``, ``.npz``, ``.nc``, ``.vtu``, ``.vts``).
+(`pinnkit.gridio.writers`: ``.csv``, ``.npz``, ``.nc``, ``.vtu``, ``.vts``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import PinnkitError
-from .gridded import Gridded, _inside, check_spec, grid_of
+from ..gridio.gridded import Gridded, _inside, check_spec, grid_of
 
 
 class OutsideDomainWarning(UserWarning):
@@ -92,7 +92,7 @@ def _plan(data, dtype, batch, mesh, points_key):
 
 def predict_grid(run_dir: str | Path, grid: str | int = 101, *, batch: int | None = None,
                  mesh=None) -> Gridded:
-    """The trained solution of ``run_dir`` on grid spec ``grid`` (`pinnkit.run.gridded`):
+    """The trained solution of ``run_dir`` on grid spec ``grid`` (`pinnkit.gridio.gridded`):
     a `Gridded` with one array per field over the grid's dimensions, NaN outside an
     irregular domain, and the units the problem declares (`Problem.units`)."""
     check_spec(grid)
@@ -113,7 +113,7 @@ def predict(run_dir: str | Path, points=None, grid=None, *, batch: int | None = 
 
     **Arguments:**
     - `points`: an ``(n, d)`` array (coordinate order of the domain) or a table file path.
-    - `grid`: a grid spec (`pinnkit.run.gridded`); exactly one of `points`, `grid`.
+    - `grid`: a grid spec (`pinnkit.gridio.gridded`); exactly one of `points`, `grid`.
     - `batch`: rows per device per evaluation (default: the run's ``eval.batch``).
     - `allow_outside`: keep the network's values at points outside the domain
       (extrapolation). By default they are NaN, as grid outputs mask them: the network
@@ -160,8 +160,8 @@ def write_prediction(path: str | Path, result: dict[str, np.ndarray] | Gridded) 
     """Writes `predict`'s columns or `predict_grid`'s `Gridded` by the suffix of ``path``:
     ``.csv``/``.npz`` (one column per coordinate and field; a grid's ``shape`` in NPZ
     files), ``.nc`` (CF NetCDF: a grid's dimensions, or a ``point`` dimension),
-    ``.vtu``/``.vts`` (ParaView; `pinnkit.run.writers`). **Returns:** the main file (for
+    ``.vtu``/``.vts`` (ParaView; `pinnkit.gridio.writers`). **Returns:** the main file (for
     a time-dependent grid in VTK format, the ``.pvd`` index of its one file per time)."""
-    from .writers import write
+    from ..gridio.writers import write
 
     return write(Path(path), result)[0]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._jsonsafe import metric_scalars as metric_scalars
 from ..errors import RunDirError
 from . import yamlsafe
 from .records_io import read_history, read_summary
@@ -165,18 +166,6 @@ def wall_text(seconds) -> str:
         return f"{seconds:.1f} s"
     m, s = divmod(int(round(seconds)), 60)
     return f"{m} min {s} s" if m < 60 else f"{m // 60} h {m % 60} min"
-
-
-def metric_scalars(metrics, prefix: str = "") -> dict[str, float]:
-    """The finite numbers of a problem's ``metrics`` record (nested mappings as dotted
-    names; strings, lists and nulls left out)."""
-    out: dict[str, float] = {}
-    if isinstance(metrics, dict):
-        for k, v in metrics.items():
-            out.update(metric_scalars(v, f"{prefix}{k}."))
-    elif isinstance(metrics, int | float) and not isinstance(metrics, bool) and math.isfinite(metrics):
-        out[prefix[:-1]] = float(metrics)
-    return out
 
 
 def errors_text(summary: dict | None, limit: int = 4) -> str:

@@ -21,6 +21,7 @@ advection from them in tangent-plane (Cartesian) form.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import equinox as eqx
@@ -30,6 +31,7 @@ from jaxtyping import Array, Float
 
 from .._types import Point
 from ..geometry.domains import AbstractDomain
+from ..nn.embeddings import AbstractTimeWindowed
 
 # Williamson et al. (1992) constants, shared by the climate problems and the spectral reference
 EARTH_RADIUS = 6.37122e6  # m
@@ -169,7 +171,7 @@ class Sphere(AbstractDomain):
         return 2 * resolution**2 * (resolution if self.timed else 1)
 
 
-class SphereEmbedding(eqx.Module):
+class SphereEmbedding(AbstractTimeWindowed):
     """$(t, \\mathbf x) \\mapsto (\\hat t, \\mathbf x/|\\mathbf x|)$: the network sees unit
     vectors (exactly periodic in longitude, smooth at the poles, and constant along rays,
     which makes Cartesian derivatives surface derivatives; see the module docstring) and
@@ -193,6 +195,10 @@ class SphereEmbedding(eqx.Module):
             return unit
         t = 2.0 * (x[:1] - self.t0) / (self.t1 - self.t0) - 1.0
         return jnp.concatenate([t, unit])
+
+    def in_time_window(self, a: float, b: float, t_axis: int) -> SphereEmbedding:
+        """Time ``t0, t1 = a, b`` (time is the first input); untimed: unchanged."""
+        return self if self.t0 is None else dataclasses.replace(self, t0=a, t1=b)
 
 
 def area_mean(values: np.ndarray, weights: np.ndarray) -> float:

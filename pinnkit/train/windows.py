@@ -33,11 +33,10 @@ from jaxtyping import Array, Float
 from .._jsonsafe import dumps as json_dumps
 from .._types import Point
 from ..errors import ConfigError
-from ..nn.embeddings import Normalize, PeriodicEmbedding
+from ..nn.embeddings import AbstractTimeWindowed
 from ..physics.constraints import AbstractTimeRestart
 from ..physics.problem import Problem
 from ..physics.terms import Initial
-from ..sphere.domain import SphereEmbedding
 from .spec import Run
 
 
@@ -158,13 +157,7 @@ def local_time(network: eqx.Module, a: float, b: float, t_axis: int) -> eqx.Modu
     Parameters are unchanged (warm start)."""
 
     def rescale(e):
-        if isinstance(e, SphereEmbedding) and e.t0 is not None:
-            return dataclasses.replace(e, t0=a, t1=b)
-        if isinstance(e, Normalize | PeriodicEmbedding):
-            lo, hi = list(e.lower), list(e.upper)
-            lo[t_axis], hi[t_axis] = a, b
-            return dataclasses.replace(e, lower=tuple(lo), upper=tuple(hi))
-        return e
+        return e.in_time_window(a, b, t_axis) if isinstance(e, AbstractTimeWindowed) else e
 
     return eqx.tree_at(lambda n: n.embedding, network, tuple(rescale(e) for e in network.embedding))
 
