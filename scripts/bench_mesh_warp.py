@@ -19,4 +19,5 @@ for sub in (5, 7):  # 20 * 4**sub triangles: 20,480 and 327,680
     d = w.query(x)[0]
     dt = time.process_time() - t
     ref = -trimesh.proximity.signed_distance(m, x[:1000])
-    print(f"{len(m.faces)} triangles: {len(x) / dt:.3g} queries/s, max |d - trimesh| {np.abs(d[:1000] - ref).max():.2g}")
+    err = np.abs(d[:1000] - ref).max()
+    print(f"{len(m.faces)} triangles: {len(x) / dt:.3g} queries/s, max |d - trimesh| {err:.2g}")
