@@ -19,8 +19,9 @@ expressions (``2*pi``, ``0.41/2``). Every mistake raises `GeometryError` (a
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import jax
@@ -28,7 +29,7 @@ import jax.numpy as jnp
 
 from ..errors import ConfigError
 from .base import AbstractShape, tolerance
-from .csg import Intersection, Union, difference
+from .csg import difference, intersection, union
 from .domains import SpaceTime
 from .primitives2d import Ellipse, Polygon, Rectangle, Triangle
 from .primitives3d import Cuboid, Cylinder, ExtrudedPolygon
@@ -40,28 +41,77 @@ class GeometryError(ConfigError):
     """An impossible or misspelt shape in a config."""
 
 
-# kind -> (required keys, optional keys)
-PRIMITIVES = {
-    "rectangle": (("lower", "upper"), ("name", "names")),
-    "disk": (("center", "radius"), ("name", "names")),
-    "ellipse": (("center", "axes"), ("name", "names")),
-    "polygon": (("vertices",), ("name", "names")),
-    "triangle": (("vertices",), ("name", "names")),
-    "box": (("lower", "upper"), ("name", "names")),
-    "ball": (("center", "radius"), ("name", "names")),
-    "cylinder": (("center", "radius", "height"), ("name", "names")),
-    "extrusion": (("vertices", "z"), ("name", "names")),
-    "mesh": (("file",), ("name", "scale")),
+class _BadValue(ValueError):
+    """A value that a YAML form below refuses, reported as ``{node}.{key}: ...`` (and, with
+    ``show``, the value as written)."""
+
+    def __init__(self, key: str, message: str, show: bool = False):
+        super().__init__(message)
+        self.key, self.show = key, show
+
+
+# YAML forms of the constructors whose Python arguments read differently
+def _triangle(vertices, name=None, names=None, coords=("x", "y")):
+    """`Triangle` from ``vertices: [a, b, c]``."""
+    if not (isinstance(vertices, list) and len(vertices) == 3):
+        got = len(vertices) if isinstance(vertices, list) else repr(vertices)
+        raise _BadValue("vertices", f"a triangle has 3 vertices, got {got}")
+    return Triangle(*vertices, name=name, names=names, coords=coords)
+
+
+def _extrusion(vertices, z, name=None, names=None, coords=("x", "y", "z")):
+    """`ExtrudedPolygon` from ``vertices`` and ``z: [z0, z1]``."""
+    if not (isinstance(z, list) and len(z) == 2):
+        raise _BadValue("z", "expected [z0, z1]", show=True)
+    return ExtrudedPolygon(vertices, z[0], z[1], name=name, names=names, coords=coords)
+
+
+def _mesh(file, name=None, scale=1.0, coords=("x", "y", "z")):
+    """`TriangleMesh.from_file` (``file`` found relative to the config by `_primitive`)."""
+    from .mesh import TriangleMesh
+
+    return TriangleMesh.from_file(file, scale=scale, name=name, coords=coords)
+
+
+# The one table of shapes: YAML key -> constructor. A node's keys are the constructor's
+# parameters (those without a default are required); ``coords`` is no key (the domain's
+# ``coords`` give it) and its default's length is the shape's dimension. Parameters named
+# in `_RAW` pass as written; every other value goes through `_number`. Adding a primitive
+# is its class plus one line here (docs/geometry.md, "Adding a shape").
+SHAPES: dict[str, Callable[..., AbstractShape]] = {
+    "rectangle": Rectangle,
+    "disk": Disk,
+    "ellipse": Ellipse,
+    "polygon": Polygon,
+    "triangle": _triangle,
+    "box": Cuboid,
+    "ball": Ball,
+    "cylinder": Cylinder,
+    "extrusion": _extrusion,
+    "mesh": _mesh,
 }
-CSG = ("union", "intersection", "difference")
-TRANSFORMS = {
-    "translate": (("shape", "offset"), ()),
-    "rotate": (("shape", "angle"), ("axis", "center")),
-    "scale": (("shape", "factor"), ("center",)),
-}
-KINDS = (*PRIMITIVES, *CSG, *TRANSFORMS)
-_DIM = {"rectangle": 2, "disk": 2, "ellipse": 2, "polygon": 2, "triangle": 2,
-        "box": 3, "ball": 3, "cylinder": 3, "extrusion": 3, "mesh": 3}
+# the operations on shapes: a list of shapes, and a ``shape`` with the function's parameters
+CSG: dict[str, Callable[..., AbstractShape]] = {
+    "union": union, "intersection": intersection, "difference": difference}
+TRANSFORMS: dict[str, Callable[..., AbstractShape]] = {
+    "translate": translate, "rotate": rotate, "scale": scale}
+KINDS = (*SHAPES, *CSG, *TRANSFORMS)
+_RAW = ("name", "names", "file")
+
+
+def parameters(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The (required, optional) keys of a primitive or transform node of ``kind``, read
+    from its constructor's signature."""
+    sig = inspect.signature(SHAPES.get(kind) or TRANSFORMS[kind])
+    ps = [p for p in sig.parameters.values()
+          if p.name != "coords" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return (tuple(p.name for p in ps if p.default is p.empty),
+            tuple(p.name for p in ps if p.default is not p.empty))
+
+
+def dimension(kind: str) -> int:
+    """The dimension of the primitive ``kind``: the length of its default ``coords``."""
+    return len(inspect.signature(SHAPES[kind]).parameters["coords"].default)
 
 
 def _suggest(name, valid) -> str:
@@ -110,12 +160,10 @@ def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None,
         if len(dims) > 1:
             raise GeometryError(f"{here}: combines 2-D and 3-D shapes; use shapes of one dimension.")
         try:
-            if kind == "difference":
-                return difference(*shapes)
-            return (Union if kind == "union" else Intersection)(*shapes)
+            return CSG[kind](*shapes)
         except ValueError as e:
             raise GeometryError(f"{here}: {e}.") from None
-    required, optional = PRIMITIVES.get(kind) or TRANSFORMS[kind]
+    required, optional = parameters(kind)
     if not isinstance(spec, Mapping):
         raise GeometryError(f"{here}: expected a mapping with keys {', '.join(required)}, got {spec!r}.")
     for k in spec:
@@ -131,8 +179,7 @@ def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None,
             start = len(_features) if _features is not None else 0
             inner = build_shape(spec["shape"], f"{here}.shape", coords, base_dir, _features=_features)
             args = {k: _number(v, f"{here}.{k}") for k, v in spec.items() if k != "shape"}
-            fn = {"translate": translate, "rotate": rotate, "scale": scale}[kind]
-            out = fn(inner, **args)
+            out = TRANSFORMS[kind](inner, **args)
             if kind == "scale" and _features is not None and isinstance(args["factor"], float):
                 for f in _features[start:]:
                     f[2] *= abs(args["factor"])
@@ -148,43 +195,24 @@ def build_shape(node, key: str, coords=None, base_dir: str | Path | None = None,
 
 
 def _primitive(kind, spec, here, coords, base_dir):
-    names = {k: spec[k] for k in ("name", "names") if k in spec}
-    if "names" in names and not isinstance(names["names"], Mapping):
+    if "names" in spec and not isinstance(spec["names"], Mapping):
         raise GeometryError(
-            f"{here}.names: expected a mapping {{default name: new name}}, got {names['names']!r}.")
-    c = tuple(coords) if coords is not None else ("x", "y", "z")[: _DIM[kind]]
-    if len(c) != _DIM[kind]:
-        raise GeometryError(f"{here}: a {_DIM[kind]}-D shape, but the domain's coordinates are {list(c)}.")
-    num = {k: _number(v, f"{here}.{k}") for k, v in spec.items() if k not in ("name", "names", "file")}
-    if kind == "rectangle":
-        return Rectangle(num["lower"], num["upper"], coords=c, **names)
-    if kind == "disk":
-        return Disk(num["center"], num["radius"], coords=c, **names)
-    if kind == "ellipse":
-        return Ellipse(num["center"], num["axes"], coords=c, **names)
-    if kind == "polygon":
-        return Polygon(num["vertices"], coords=c, **names)
-    if kind == "triangle":
-        if len(num["vertices"]) != 3:
-            raise GeometryError(f"{here}.vertices: a triangle has 3 vertices, got {len(num['vertices'])}.")
-        return Triangle(*num["vertices"], coords=c, **names)
-    if kind == "box":
-        return Cuboid(num["lower"], num["upper"], coords=c, **names)
-    if kind == "ball":
-        return Ball(num["center"], num["radius"], coords=c, **names)
-    if kind == "cylinder":
-        return Cylinder(num["center"], num["radius"], num["height"], coords=c, **names)
-    if kind == "extrusion":
-        z = num["z"]
-        if not (isinstance(z, list) and len(z) == 2):
-            raise GeometryError(f"{here}.z: expected [z0, z1], got {spec['z']!r}.")
-        return ExtrudedPolygon(num["vertices"], z[0], z[1], coords=c, **names)
-    from .mesh import TriangleMesh
-
-    path = Path(str(spec["file"]))
-    if not path.is_absolute() and base_dir is not None and (Path(base_dir) / path).exists():
-        path = Path(base_dir) / path
-    return TriangleMesh.from_file(path, coords=c, scale=num.get("scale", 1.0), **names)
+            f"{here}.names: expected a mapping {{default name: new name}}, got {spec['names']!r}.")
+    dim = dimension(kind)
+    c = tuple(coords) if coords is not None else ("x", "y", "z")[:dim]
+    if len(c) != dim:
+        raise GeometryError(f"{here}: a {dim}-D shape, but the domain's coordinates are {list(c)}.")
+    args = {k: v if k in _RAW else _number(v, f"{here}.{k}") for k, v in spec.items()}
+    if "file" in args:
+        path = Path(str(args["file"]))
+        if not path.is_absolute() and base_dir is not None and (Path(base_dir) / path).exists():
+            path = Path(base_dir) / path
+        args["file"] = path
+    try:
+        return SHAPES[kind](**args, coords=c)
+    except _BadValue as e:
+        shown = f", got {spec[e.key]!r}" if e.show else ""
+        raise GeometryError(f"{here}.{e.key}: {e}{shown}.") from None
 
 
 def resolve_files(params: Mapping, base_dir: str | Path | None) -> dict:
