@@ -16,7 +16,7 @@
 # under $OUT (default ./accel_check): log.txt, accel.json, accel_default.json, cpu.log,
 # cpu.json, train.json (the runs' summary.json files). Copy the tables into docs/benchmarks.md.
 #
-#   bash scripts/accel_check.sh                     # ~9 minutes on one TPU v5e chip
+#   bash scripts/accel_check.sh                     # ~8 minutes on one TPU v5e chip
 #   CPU_CORES=6-12 bash scripts/accel_check.sh      # the CPU baseline on cores 6..12
 set -uo pipefail
 OUT=${OUT:-accel_check}
@@ -81,12 +81,12 @@ CPU_PID=$!
   step "P1 default config, float32, matmul precision default"
   train p1_default 110 configs/poisson2d.yaml --set numerics.matmul_precision=default
   step "P1/P2 throughput, matmul precision highest"
-  bench accel 200 --problems P1,P2 --steps 100 --chunk 25 --batches 4096,16384,65536,262144,1048576
+  bench accel 270 --problems P1,P2 --steps 100 --chunk 25 --batches 4096,16384,65536,262144,1048576
   step "P1 throughput, matmul precision default"
   bench accel_default 80 --problems P1 --steps 100 --chunk 25 --batches 4096,65536,1048576 \
     --matmul-precision default
   step "P1 float64 config (numerics.x64: true)"
-  train p1_f64 90 configs/poisson2d_f64.yaml
+  train p1_f64 60 configs/poisson2d_f64.yaml
 } 2>&1 | tee -a "$LOG"
 
 wait "$CPU_PID"
