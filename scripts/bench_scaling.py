@@ -19,6 +19,12 @@ says so. On GPUs it records real figures.
     python scripts/bench_scaling.py                                   # CPU: correctness check
     python scripts/bench_scaling.py --devices 1,2,4,8 --batch 65536 --steps 300 --json out.json
     python scripts/bench_scaling.py --mode batch --batches 4096,65536,1048576 --problems P1,P2
+    python scripts/bench_scaling.py --mode batch --matmul-precision default   # TPU: bf16 passes
+
+``--matmul-precision`` is what ``numerics.matmul_precision`` sets in ``pinnkit train``
+(default ``highest``, as there): on a TPU, ``default`` runs float32 products as bf16
+passes, faster and less exact; a CPU ignores it. In batch mode a size that does not fit
+in the device's memory prints a "failed" row and the script goes on to the next.
 
 Under ``srun`` (several processes) the mesh spans every device of every process, so
 only that device count is measured; compare jobs of different sizes instead.
@@ -49,6 +55,8 @@ def parse_args(argv=None):
     ap.add_argument("--chunk", type=int, default=None, help="steps per dispatch (default steps/4)")
     ap.add_argument("--method", default="taylor", help="diffops.method")
     ap.add_argument("--accumulate", type=int, default=1)
+    ap.add_argument("--matmul-precision", default="highest", choices=("default", "high", "highest"),
+                    help="jax_default_matmul_precision, as numerics.matmul_precision in pinnkit train")
     ap.add_argument("--json", help="also write the records to this JSON file")
     ap.add_argument("--coordinator")
     ap.add_argument("--num-processes", type=int)
@@ -93,6 +101,7 @@ def measure(problem, n_dev, batch, args):
         "problem": problem, "devices": n_dev, "processes": _process_count(),
         "global_batch": points, "per_device_batch": points // n_dev,
         "steps_per_s": res.steps_per_s, "points_per_s": res.steps_per_s * points,
+        "compile_s": sum(res.compile_s.values()),
         "final_loss": float(losses[-1, 0]), "_losses": losses,
     }
 
@@ -116,6 +125,7 @@ def main(argv=None):
     initialize(spec)
     # Only affects the CPU backend (virtual devices); GPUs are used as they are.
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
+    jax.config.update("jax_default_matmul_precision", args.matmul_precision)
     backends = {d.platform for d in jax.devices()}
     cpu = backends == {"cpu"}
     args.batch = args.batch or (256 if cpu else 4096)
@@ -135,7 +145,8 @@ def main(argv=None):
     main_proc = jax.process_index() == 0
     say = print if main_proc else (lambda *a, **k: None)
     platform = jax.devices()[0].device_kind if not cpu else "cpu (virtual devices)"
-    say(f"# pinnkit scaling: {n_all} x {platform}, {jax.process_count()} process(es), jax {jax.__version__}")
+    say(f"# pinnkit scaling: {n_all} x {platform}, {jax.process_count()} process(es), jax {jax.__version__}, "
+        f"matmul precision {args.matmul_precision}")
     if cpu:
         say("# CPU: the virtual devices share the same cores; timings below are NOT scaling figures. "
             "This run checks correctness only (same losses on every device count).")
@@ -176,14 +187,21 @@ def main(argv=None):
         if "batch" in modes:
             n = counts[-1]
             say(f"\n## {problem} throughput on {n} device(s)\n")
-            say("| interior batch / term | global points | steps/s | points/s |")
-            say("|---:|---:|---:|---:|")
+            say("| interior batch / term | global points | steps/s | points/s | compile s |")
+            say("|---:|---:|---:|---:|---:|")
             for b in (int(x) for x in args.batches.split(",")):
                 if b % n:
                     continue
-                r = measure(problem, n, b, args)
+                try:
+                    r = measure(problem, n, b, args)
+                except jax.errors.JaxRuntimeError as e:  # e.g. RESOURCE_EXHAUSTED: out of device memory
+                    say(f"| {b} | failed: {str(e).splitlines()[0][:160]} | | | |")
+                    records.append({"problem": problem, "devices": n, "global_batch": None,
+                                    "interior_batch": b, "mode": "batch", "error": str(e)[:2000]})
+                    continue
                 r["mode"] = "batch"
-                say(f"| {b} | {r['global_batch']} | {r['steps_per_s']:.2f} | {r['points_per_s']:.3g} |")
+                say(f"| {b} | {r['global_batch']} | {r['steps_per_s']:.2f} | {r['points_per_s']:.3g} | "
+                    f"{r['compile_s']:.1f} |")
                 records.append(r)
     if cpu and "strong" in modes:
         say("\ncorrectness: "
@@ -191,7 +209,8 @@ def main(argv=None):
     if args.json and main_proc:
         with open(args.json, "w") as f:
             meta = {"devices": n_all, "platform": platform, "jax": jax.__version__, "cpu_check_only": cpu,
-                    "steps": args.steps, "chunk": args.chunk, "method": args.method, "time": time.time()}
+                    "steps": args.steps, "chunk": args.chunk, "method": args.method, "time": time.time(),
+                    "matmul_precision": args.matmul_precision}
             json.dump({"meta": meta, "records": [{k: v for k, v in r.items() if not k.startswith("_")}
                                                  for r in records]}, f, indent=2)
     return 0 if ok else 1

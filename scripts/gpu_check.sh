@@ -2,7 +2,8 @@
 # One prepared GPU check (issue 4): P1/P2 training throughput (collocation points per
 # second) at global batches 4k..1M on the visible GPU(s), plus the scaling correctness
 # check. Writes $OUT/gpu_check.json and $OUT/gpu_check.md (or ./ when OUT is unset);
-# copy the table into docs/benchmarks.md.
+# copy the table into docs/benchmarks.md. scripts/accel_check.sh is the same check for
+# whatever accelerator JAX picks (run on a TPU), with accuracy and a CPU baseline.
 #
 #   bash scripts/gpu_check.sh            # ~5 minutes on one H200
 #   bash scripts/gpu_check.sh accuracy   # issue 7's GPU accuracy runs instead: P6 and P3 with
