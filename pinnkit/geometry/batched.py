@@ -430,9 +430,8 @@ def choose_parts(root, u, piece: str):
 def vectorise(root, piece: str) -> bool:
     """Whether ``piece`` is sampled through its `Program` (more than 16 parts, or trims
     by shapes of more than 32 parts in all) rather than part by part (small trees: the
-    reference path). A trim counts its shape's parts: one side of a plate trimmed by a
-    union of 1000 holes would otherwise compare each candidate's normal with the
-    union's, a nearest-of-1000-parts search per candidate."""
+    reference path). A trim counts its shape's parts: one side of a plate cut by 1000
+    holes would compare each candidate's normal with the union's nearest part's."""
     def decide():
         parts = root.piece_parts(piece)
         if len(parts) > 16:
@@ -491,13 +490,8 @@ def tree_acceptance(root, piece: str) -> float:
     from .sampling import ESTIMATE_POINTS
 
     a, count, w = memo(root, "part acceptance", lambda: _part_acceptance(root))
-
-    def by_name():
-        out: dict[str, list] = {}
-        for i, p in enumerate(all_parts(root)):
-            out.setdefault(p.name, []).append(i)
-        return {k: np.asarray(v) for k, v in out.items()}
-    mine = slice(None) if piece == "boundary" else memo(root, "part index by name", by_name)[piece]
+    names = memo(root, "part names", lambda: np.asarray([p.name for p in all_parts(root)]))
+    mine = slice(None) if piece == "boundary" else names == piece
     p = float(np.sum(w[mine] * a[mine]) / np.sum(w[mine]))
     n = int(count[mine].sum())
     if n < ESTIMATE_POINTS:
