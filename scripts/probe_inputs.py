@@ -129,6 +129,17 @@ def _linked_out(name: str):
     return prepare
 
 
+# a tetrahedron: one vertex far out ({big}), one coordinate of another {bad}
+_OBJ = "v 0 0 0\nv {big} 0 0\nv 0 {bad} 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\nf 1 4 2\nf 2 4 3\n"
+
+
+def _mesh_file(name: str, content: str | bytes):
+    def prepare(tmp: Path, run: Path) -> None:
+        data = content.encode() if isinstance(content, str) else content
+        (tmp / name).write_bytes(data)
+    return prepare
+
+
 def _fifo_config(tmp: Path, run: Path) -> None:
     os.mkfifo(tmp / "fifo.yaml")
 
@@ -207,6 +218,18 @@ def cases() -> list[Case]:
             f"{{mesh: {{file: {ROOT / 'configs' / 'meshes' / 'torus.obj'}, scale: -1}}}}"), expect="scale"),
         Case("geometry-mesh-zero-scale", train, config=_domain_config(
             f"{{mesh: {{file: {ROOT / 'configs' / 'meshes' / 'torus.obj'}, scale: 0}}}}"), expect="scale"),
+        Case("geometry-mesh-huge-vertices", train, config=_domain_config("{mesh: {file: '{tmp}/huge.obj'}}"),
+             prepare=_mesh_file("huge.obj", _OBJ.format(big="1e308", bad="1")), expect="1e+12"),
+        Case("geometry-mesh-nan-vertex", train, config=_domain_config("{mesh: {file: '{tmp}/nan.obj'}}"),
+             prepare=_mesh_file("nan.obj", _OBJ.format(big="1", bad="nan")), expect="NaN"),
+        Case("geometry-mesh-truncated-stl", train, config=_domain_config("{mesh: {file: '{tmp}/cut.stl'}}"),
+             prepare=_mesh_file("cut.stl", b"\0" * 80 + (10).to_bytes(4, "little") + b"\0" * 30),
+             expect="truncated"),
+        Case("geometry-polygon-over-the-limit", train,
+             config=_domain_config(f"{{polygon: {{vertices: {_poly(20001)}}}}}"), expect="20000"),
+        Case("geometry-union-over-the-limit", train, config=_domain_config("{union: [" + ", ".join(
+            f"{{disk: {{center: [{0.1 * i:.1f}, 0], radius: 0.07}}}}" for i in range(2001)) + "]}"),
+             expect="2000"),
         Case("geometry-unknown-boundary", ("train", str(HOLE), "--set",
                                            "problem.params.domain.difference.1.disk.name=interior",
                                            "--out", "{tmp}/out"), expect="interior"),
@@ -237,6 +260,8 @@ def cases() -> list[Case]:
              expect="--batch"),
         Case("predict-grid-reversed", ("predict", "{run}", "--grid", "x=1:0:5,y=0:1:5", "--out",
                                        "{tmp}/out.csv"), needs_run=True, fresh=("out.csv",), expect="--grid"),
+        Case("predict-grid-reversed-alone", ("predict", "{run}", "--grid", "x=1:0:5", "--out",
+                                             "{tmp}/out.csv"), needs_run=True, expect="x=1:0:5"),
         Case("predict-grid-too-large", ("predict", "{run}", "--grid", "100000", "--out", "{tmp}/out.csv"),
              needs_run=True, fresh=("out.csv",), expect="--grid"),
         Case("predict-csv-echo", ("predict", "{run}", "--points", "{tmp}/pts.csv", "--out", "{tmp}/out.csv"),

@@ -151,9 +151,16 @@ def keep_trims(root, part) -> tuple:
 
 
 def _keep_trims(root, part) -> tuple:
+    own = _atom_box(part)
+    trims = part.trims
+    if own is not None and trims:
+        # what cannot remove anything goes before the split (a union's operands lie in
+        # its box, so they would go too): a union part's n - 1 trims shrink to its
+        # neighbours without splitting the rest
+        trims = tuple(t for t, u in zip(trims, _useless(root, own, trims), strict=True) if not u)
     split = memo(root, "split trims", dict)  # (id, sign, tie) -> its split, None: itself
     flat: dict = {}
-    for t in part.trims:
+    for t in trims:
         key = (id(t[0]), t[1], t[2])
         got = split.get(key, False)
         if got is False:
@@ -165,24 +172,30 @@ def _keep_trims(root, part) -> tuple:
             for s in got:
                 flat.setdefault((id(s[0]), s[1], s[2]), s)
     out = tuple(flat.values())
-    own = _atom_box(part)
     if own is None or not out:
         return out
-    boxes = memo(root, "trim boxes", dict)
-    rows = []
-    for s, _, _ in out:
-        r = boxes.get(id(s))
-        if r is None:
+    return tuple(t for t, u in zip(out, _useless(root, own, out), strict=True) if not u)
+
+
+def _useless(root, own, trims) -> np.ndarray:
+    """For each trim ``(shape, sign, tie)`` of a part whose atom lies in the box ``own``:
+    whether it keeps the outside of a shape with an exact outside distance whose bounding
+    box is farther than the tolerance from ``own``, so that it removes nothing."""
+    index, rows, table = memo(root, "trim boxes", lambda: ({}, [], {}))
+    for s, _, _ in trims:
+        if id(s) not in index:
             lo, hi = s.bbox()
-            r = boxes[id(s)] = (*lo, *hi, float(s.exact_outside()))
-        rows.append(r)
-    a, d = np.asarray(rows), root.dim
+            index[id(s)] = len(rows)
+            rows.append((*lo, *hi, float(s.exact_outside())))
+    if table.get("rows") != len(rows):  # the (shapes, 2d + 1) array of the rows so far
+        table["rows"], table["array"] = len(rows), np.asarray(rows)
+    a = table["array"][np.fromiter((index[id(t[0])] for t in trims), np.int64, len(trims))]
+    sign = np.fromiter((t[1] for t in trims), np.float64, len(trims))
+    d = root.dim
     # the larger (float32) tolerance: safe for float64 too
     gap = memo(root, "gap", lambda: 2.0 * root._eps(jnp.float32))
-    sign = np.asarray([t[1] for t in out])
     apart = np.any(a[:, :d] - gap > own[1], 1) | np.any(a[:, d:2 * d] + gap < own[0], 1)
-    useless = (a[:, 2 * d] > 0) & (sign > 0) & apart  # keeps the outside of what it never meets
-    return tuple(t for t, u in zip(out, useless, strict=True) if not u)
+    return (a[:, 2 * d] > 0) & (sign > 0) & apart
 
 
 def trim_count(root) -> int:
@@ -415,16 +428,27 @@ def choose_parts(root, u, piece: str):
 
 
 def vectorise(root, piece: str) -> bool:
-    """Whether ``piece`` is sampled through its `Program` (more than 16 parts or 32
-    trims) rather than part by part (small trees: the reference path)."""
+    """Whether ``piece`` is sampled through its `Program` (more than 16 parts, or trims
+    by shapes of more than 32 parts in all) rather than part by part (small trees: the
+    reference path). A trim counts its shape's parts: one side of a plate cut by 1000
+    holes would compare each candidate's normal with the union's nearest part's."""
     def decide():
         parts = root.piece_parts(piece)
-        return len(parts) > 16 or sum(len(p.trims) for p in parts) > 32
+        if len(parts) > 16:
+            return True
+        sizes = memo(root, "trim sizes", dict)
+        weight = 0
+        for p in parts:
+            for shape, _, _ in p.trims:
+                if id(shape) not in sizes:
+                    sizes[id(shape)] = len(all_parts(shape))
+                weight += sizes[id(shape)]
+        return weight > 32
     return memo(root, ("vectorise", piece), decide)
 
 
 # --- acceptance once per tree ----------------------------------------------------------
-PER_NAME_POINTS = 2**12
+PER_NAME_POINTS = 2**10
 
 
 def per_tree(root) -> bool:
@@ -460,14 +484,14 @@ def _part_acceptance(root):
 def tree_acceptance(root, piece: str) -> float:
     """A boundary piece's acceptance from one stratified estimate over the whole tree:
     each part gets its share of $2^{16}$ Sobol candidates and at least its share of
-    $2^{12}$ within its name; the piece's acceptance is the measure-weighted mean of its
+    $2^{10}$ within its name; the piece's acceptance is the measure-weighted mean of its
     parts', lowered by 3 standard errors where fewer than $2^{16}$ candidates went into
     it (so that `pinnkit.geometry.sampling.oversample` stays honest)."""
     from .sampling import ESTIMATE_POINTS
 
     a, count, w = memo(root, "part acceptance", lambda: _part_acceptance(root))
-    parts = all_parts(root)
-    mine = np.asarray([piece == "boundary" or p.name == piece for p in parts])
+    names = memo(root, "part names", lambda: np.asarray([p.name for p in all_parts(root)]))
+    mine = slice(None) if piece == "boundary" else names == piece
     p = float(np.sum(w[mine] * a[mine]) / np.sum(w[mine]))
     n = int(count[mine].sum())
     if n < ESTIMATE_POINTS:
