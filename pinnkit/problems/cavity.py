@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from ..geometry.domains import Box
-from ..nn.layers import HardDirichlet
+from ..physics.constraints import AbstractHardConstraint, HardDirichlet
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet
 from .navier_stokes import _equations, _pin_term
@@ -110,7 +109,7 @@ def lid_driven_cavity(
     )
 
 
-class UniformLidTransform(eqx.Module):
+class UniformLidTransform(AbstractHardConstraint):
     r"""Output transform for the uniform lid: $u = 4x(1-x)\,y\,N_u$ (zero on the fixed
     walls, free on the lid), $v = 16\,x(1-x)\,y(1-y)\,N_v$ (zero on every wall), $p = N_p$."""
 

@@ -31,17 +31,17 @@ gives an unbiased residual, and the product of two independent ones an unbiased 
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
 from .._types import Point, Scalar
 from ..geometry.ball import HyperBall
+from ..physics.constraints import AbstractHardConstraint
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation
 
 
-class BallDirichlet(eqx.Module):
+class BallDirichlet(AbstractHardConstraint):
     """The hard constraint $y \\mapsto (1 - \\|x\\|^2)\\, y$: zero on the unit sphere."""
 
     def __call__(self, x: Point, y):

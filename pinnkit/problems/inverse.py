@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..geometry.domains import Box, Interval
+from ..physics.constraints import AbstractHardConstraint
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation, Observation
 from .burgers import burgers
@@ -230,7 +231,7 @@ def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, nois
     )
 
 
-class OutputScale(eqx.Module):
+class OutputScale(AbstractHardConstraint):
     """Output transform $y \\mapsto s\\,y$ (used as a problem's ``hard_constraint``)."""
 
     scale: float = eqx.field(static=True)
