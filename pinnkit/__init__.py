@@ -13,8 +13,9 @@ from .geometry.domains import Box as Box
 from .geometry.domains import Interval as Interval
 from .geometry.domains import SpaceTime as SpaceTime
 from .nn.layers import MLP as MLP
-from .nn.layers import HardDirichlet as HardDirichlet
 from .nn.layers import Network as Network
+from .physics.constraints import AbstractHardConstraint as AbstractHardConstraint
+from .physics.constraints import HardDirichlet as HardDirichlet
 from .physics.constraints import InitialValue as InitialValue
 from .physics.problem import Problem as Problem
 from .physics.terms import Dirichlet as Dirichlet

@@ -247,3 +247,54 @@ def test_the_probe_finder_finds_probes(tmp_path):
     src.write_text("hasattr(x, 'a')\ntype(e) is Normalize\nisinstance(e, Normalize | PeriodicEmbedding)\n"
                    "isinstance(e, dict)\n")
     assert len(_probes(src)) == 3
+
+
+def _names_imported(name: str) -> list[tuple[str, str]]:
+    """``(module, name)`` for every ``from module import name`` in module ``name``'s source
+    (relative imports resolved)."""
+    package = name if _is_package(name) else name.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            out += [(base, a.name) for a in node.names]
+    return out
+
+
+# A problem module builds on public names only: what a built-in problem shares with another
+# (flow residuals, the energy-balance model) is public in pinnkit.physics, so a user's problem
+# can do the same. Allowed, with why:
+PRIVATE_ALLOWED = {
+    # the flow problem reads its YAML with the expression language's parsers
+    ("pinnkit.problems.flow", "pinnkit.problems.expression"),
+}
+
+
+def test_problems_import_no_private_names_of_other_problems():
+    bad = sorted((m, src, n) for m in MODULES if m.startswith("pinnkit.problems.")
+                 for src, n in _names_imported(m)
+                 if src.startswith("pinnkit.problems") and src != m and n.startswith("_")
+                 and (m, src) not in PRIVATE_ALLOWED)
+    assert not bad, f"problem modules import private names of other problem modules: {bad}"
+
+
+def test_hard_constraints_come_from_physics():
+    """Problems take their hard constraints from `pinnkit.physics.constraints` (or geometry's
+    distance functions), never from the network package."""
+    bad = sorted((m, src, n) for m in MODULES if m.startswith("pinnkit.problems")
+                 for src, n in _names_imported(m)
+                 if src.startswith("pinnkit.nn") and n in {"HardDirichlet", "AbstractHardConstraint"})
+    assert not bad, bad
+
+
+def test_the_private_import_finder_finds_them(tmp_path, monkeypatch):
+    src = tmp_path / "m.py"
+    src.write_text("from .navier_stokes import _equations, kovasznay\n"
+                   "from ..nn.layers import HardDirichlet\n")
+    monkeypatch.setitem(MODULES, "pinnkit.problems.m", src)
+    assert _names_imported("pinnkit.problems.m") == [
+        ("pinnkit.problems.navier_stokes", "_equations"), ("pinnkit.problems.navier_stokes", "kovasznay"),
+        ("pinnkit.nn.layers", "HardDirichlet")]

@@ -106,3 +106,41 @@ def test_own_problem_sphere_example_builds_and_is_exact_at_t0():
     res = p.residuals(lambda x: p.hard_constraint(x, jnp.zeros(1)), p.coeff_values(),
                       {"transport": p.domain.sample(jax.random.key(1), 8)}, Taylor())
     assert jnp.all(jnp.isfinite(res["transport"]))
+
+
+def test_own_problem_flow_example_is_built_from_public_pieces(x64):
+    """The user flow problem of docs/own-problem.md: Poiseuille flow (which ignores the
+    obstacle) zeroes every term but the obstacle's no-slip, in both the Navier–Stokes and
+    the Stokes variant; the hard constraint gives the inflow and no-slip exactly."""
+    import jax
+    import jax.numpy as jnp
+
+    from pinnkit.diffops import Autodiff
+
+    (block,) = _python_blocks((ROOT / "docs" / "own-problem.md").read_text(), "A flow problem")
+    scope = {}
+    exec(compile(block, "docs/own-problem.md", "exec"), scope)
+    U, H, L = 1.0, 1.0, 3.0
+    for stokes in (False, True):
+        p = scope["make_problem"](Re=20.0, U_max=U, stokes=stokes)
+        nu = float(p.coeffs["nu"])
+        assert abs(nu - (2 * U / 3) * 0.3 / 20.0) < 1e-15
+
+        def poiseuille(x, nu=nu):
+            u = 4 * U * x[1] * (H - x[1]) / H**2
+            return jnp.stack([u, jnp.zeros_like(u), 8 * nu * U * (L - x[0]) / H**2])
+
+        batch = {k: p.domain.sample(jax.random.key(i), 64, t.where, jnp.float64)
+                 for i, (k, t) in enumerate(sorted(p.terms.items()))}
+        res = p.residuals(poiseuille, p.coeff_values(), batch, Autodiff())
+        assert set(res) == {"momentum", "continuity", "outlet", "inlet", "walls", "obstacle"}
+        # polynomials of degree 2: float64 round-off only
+        assert all(float(jnp.max(jnp.abs(r))) < 1e-12 for k, r in res.items() if k != "obstacle"), res
+        assert float(jnp.max(jnp.abs(res["obstacle"]))) > 0.1  # u = O(1) on the disk
+    hc, y = p.hard_constraint, jnp.asarray([0.7, -0.3, 0.2])
+    for piece, want in (("inlet", poiseuille), ("walls", None), ("obstacle", None)):
+        pts = p.domain.sample(jax.random.key(7), 16, piece, jnp.float64)
+        got = jax.vmap(lambda x: hc(x, y))(pts)
+        ref = jnp.zeros((16, 2)) if want is None else jax.vmap(want)(pts)[:, :2]
+        assert jnp.allclose(got[:, :2], ref, atol=1e-12), piece
+        assert jnp.allclose(got[:, 2], 0.2)  # the pressure stays free

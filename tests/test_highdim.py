@@ -1,4 +1,4 @@
-"""d-dimensional ball (`pinnkit.geometry.ball.HyperBall`) and the high-dimensional
+"""d-dimensional ball (`pinnkit.geometry.hyperball.HyperBall`) and the high-dimensional
 problems (`pinnkit.problems.highdim`).
 
 - uniform in the ball in any d: the radius law P(r <= rho) = rho^d (Kolmogorov–Smirnov
@@ -23,7 +23,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from pinnkit.diffops import Autodiff, Taylor
-from pinnkit.geometry.ball import HyperBall, beta_quantile
+from pinnkit.geometry.hyperball import HyperBall, beta_quantile
 from pinnkit.problems import PROBLEMS
 from pinnkit.problems.highdim import _setup
 
@@ -145,3 +145,10 @@ def test_fused_source_equals_the_term_by_term_one_at_d10000(x64):
     got = np.asarray(jax.jit(jax.vmap(sol.laplacian))(pts))
     want = np.array([_laplacian_numpy(c, np.asarray(x)) for x in pts])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * 2 * d * np.sqrt(d))
+
+
+def test_the_old_module_path_gives_the_same_class():
+    """`pinnkit.geometry.ball` (renamed `hyperball`, beside round.py's 3-D `Ball`) stays."""
+    from pinnkit.geometry import ball
+
+    assert ball.HyperBall is HyperBall and ball.beta_quantile is beta_quantile

@@ -165,6 +165,26 @@ def test_a_new_phase_is_one_class_and_one_registry_entry(monkeypatch):
     assert res.result is RESULTS.successful and losses[-1] < losses[0] / 2, losses
 
 
+def test_a_built_phase_states_the_learning_rate_it_was_built_with():
+    """The live log asks the built phase (`AbstractPhase.learning_rate`): a first-order
+    phase's schedule as optax computes it, None for phases that choose their step."""
+    import optax
+
+    cfg = load_config(TINY, ["train.steps=300", "optim.phases.0.steps=200",
+                             "optim.phases.0.schedule={kind: cosine, final_fraction: 0.1}",
+                             "optim.phases.1={kind: lbfgs, steps: 100}"])
+    adam_cfg, lbfgs_cfg = cfg.optim.phases
+    adam = PHASES["adam"].from_config(adam_cfg, 0, 200, {})
+    want = optax.cosine_decay_schedule(adam_cfg.lr, 200, alpha=0.1)
+    for k in (0, 50, 199):
+        assert float(adam.learning_rate(k)) == float(want(k))
+    assert float(adam.learning_rate(199)) < adam_cfg.lr / 2  # it decays
+    assert PHASES["lbfgs"].from_config(lbfgs_cfg, 200, 100, {}).learning_rate is None
+    const = PHASES["sgd"].from_config(load_config(TINY, ["optim.phases.0={kind: sgd, lr: 0.05}"])
+                                      .optim.phases[0], 0, 10, {})
+    assert const.learning_rate == 0.05
+
+
 def test_model_hash_accepts_added_neutral_keys_and_nothing_else():
     """A checkpoint written before an option existed resumes when the option holds its
     neutral value; any real change of the model sections is still refused."""

@@ -90,3 +90,45 @@ def test_ebm_albedo_coefficients_are_parameters():
         default = PROBLEMS["ebm"]()
         late = jnp.array([5.0, 0.3])
         assert abs(float(p.reference(late)[0] - default.reference(late)[0])) > 0.5
+
+
+def test_hard_constraints_share_one_abstract_type():
+    """HardDirichlet, InitialValue and DistanceDirichlet are final implementations of one
+    `AbstractHardConstraint`; the old import paths give the same classes."""
+    from pinnkit.geometry import DistanceDirichlet
+    from pinnkit.physics import constraints
+
+    base = pinnkit.AbstractHardConstraint
+    assert base is pinnkit.physics.AbstractHardConstraint is constraints.AbstractHardConstraint
+    for cls in (constraints.HardDirichlet, constraints.InitialValue, DistanceDirichlet,
+                constraints.AbstractTimeRestart):
+        assert issubclass(cls, base), cls
+    assert pinnkit.nn.layers.HardDirichlet is pinnkit.nn.HardDirichlet is pinnkit.HardDirichlet \
+        is constraints.HardDirichlet
+    with pytest.raises(TypeError):  # abstract: no __call__
+        base()
+    for name, params in [("poisson2d", {}), ("burgers", {}), ("kovasznay", {}),
+                         ("lid_driven_cavity", {}), ("poisson_ball", {"dim": 3}), ("ebm_inverse", {})]:
+        hc = PROBLEMS[name](**params).hard_constraint
+        assert isinstance(hc, base), (name, type(hc))
+
+
+def test_problem_takes_only_a_declared_hard_constraint():
+    """A transform of one's own is an `AbstractHardConstraint` subclass; a bare module
+    is refused with a message naming the type to subclass."""
+    import equinox as eqx
+
+    class Halved(pinnkit.AbstractHardConstraint):
+        def __call__(self, x, y):
+            return 0.5 * y
+
+    class Bare(eqx.Module):
+        def __call__(self, x, y):
+            return 0.5 * y
+
+    dom = pinnkit.Interval(0.0, 1.0)
+    terms = {"pde": pinnkit.Equation(lambda f, c: f.partial("u", "x"))}
+    p = pinnkit.Problem(dom, ("u",), terms, hard_constraint=Halved())
+    np.testing.assert_allclose(p.hard_constraint(jnp.zeros(1), jnp.ones(1)), [0.5])
+    with pytest.raises(TypeError, match="not a pinnkit.physics.AbstractHardConstraint"):
+        pinnkit.Problem(dom, ("u",), terms, hard_constraint=Bare())

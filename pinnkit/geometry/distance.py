@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._constraint import AbstractHardConstraint
 from .._types import Point, Scalar
 from ..diffops import jets
 from . import batched
@@ -137,7 +138,7 @@ def adf(domain: AbstractDomain, pieces: Sequence[str] = ("boundary",)) -> Callab
     return lambda x: r_equiv([piece_adf(domain, p, x) for p in pieces])
 
 
-class DistanceDirichlet(eqx.Module):
+class DistanceDirichlet(AbstractHardConstraint):
     """Exact Dirichlet data on any shape: for each constrained output $k$,
     $y_k = g_k(x) + \\phi_k(x)\\,y_k^{net}$, where $\\phi_k$ is the ADF of the pieces on
     which $k$ is prescribed and $g_k = \\sum_i w_i g_{i,k}$ blends their data with

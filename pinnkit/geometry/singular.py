@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._constraint import AbstractHardConstraint
 from .._types import Point
 from ..diffops import jets, safe_atan2
 from .base import AbstractShape, Part, all_parts, check_point
@@ -88,7 +89,9 @@ class Corner(eqx.Module):
 
 class CornerEnrichment(eqx.Module):
     """$y_k = T(x, y)_k + \\sum_{c,j} a_{k c j} S_{c j}(x)$ for the outputs ``outputs``
-    (module docstring); a network ``transform``.
+    (module docstring); a network ``transform``, not itself an
+    `pinnkit.physics.AbstractHardConstraint` (it prescribes nothing; it keeps ``base``'s
+    conditions exact because every $S_{cj}$ vanishes on the boundary).
 
     **Arguments:**
     - `corners`: the `Corner` s (from `corner`).
@@ -101,7 +104,7 @@ class CornerEnrichment(eqx.Module):
     corners: tuple[Corner, ...]
     outputs: tuple[int, ...] = eqx.field(static=True)
     coef: Float[Array, "k terms"]
-    base: eqx.Module | None = None
+    base: AbstractHardConstraint | None = None
 
     def __check_init__(self):
         terms = sum(len(c.exponents) for c in self.corners)
@@ -259,7 +262,7 @@ def _corner(shape: AbstractShape, at, radius: float | None, terms: int | None, w
     return Corner((float(c[0]), float(c[1])), float(start), float(omega), float(radius), tuple(lams))
 
 
-def enrich(domain, out_names: tuple[str, ...], specs, base: eqx.Module | None = None,
+def enrich(domain, out_names: tuple[str, ...], specs, base: AbstractHardConstraint | None = None,
            dtype=jnp.float32, key: str = "network.singular") -> CornerEnrichment:
     """A `CornerEnrichment` from ``network.singular`` entries (anything with ``at``,
     ``radius``, ``terms`` and ``fields``: the config's `CornerConfig`), applied after

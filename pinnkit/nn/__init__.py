@@ -1,6 +1,7 @@
 """Networks: `Network` (input map -> core -> output transform), the MLP core and the
 other cores (`network.kind`: modified MLP, PirateNet, random weight factorisation),
-embeddings and hard-constraint transforms."""
+embeddings. (`HardDirichlet`, imported from here before, is a hard constraint:
+`pinnkit.physics.constraints`; this path stays for one release.)"""
 
 from .embeddings import FourierFeatures as FourierFeatures
 from .embeddings import Normalize as Normalize

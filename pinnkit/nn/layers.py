@@ -25,6 +25,7 @@ from jaxtyping import Array, Float
 
 from .._types import Point, PRNGKey
 from ..diffops import jets
+from ..physics.constraints import HardDirichlet as HardDirichlet  # moved; path kept one release
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
     "tanh": jnp.tanh,
@@ -242,59 +243,3 @@ def _chain(net: Network, x_jet: jets.Jet, plan: jets.Plan, keep) -> jets.Jet:
     if net.transform is not None:
         jet = jets.propagate(net.transform, x_jet, jet, plan=plan)
     return jet
-
-
-class HardDirichlet(eqx.Module):
-    """Exact Dirichlet values on a box: $y_i = g_i(x) + \\phi(x)\\, N_i(x)$ for the constrained
-    outputs, with $\\phi(x) = \\prod_a \\frac{(x_a - l_a)(u_a - x_a)}{((u_a - l_a)/2)^2}$ over the
-    constrained axes (zero on those faces, 1 at the centre).
-
-    **Arguments:**
-    - `lower`, `upper`: the box corners (all coordinates, in order).
-    - `axes`: the coordinate indices whose faces carry the condition (e.g. all spatial).
-    - `outputs`: output indices constrained.
-    - `value`: optional ``g(x) -> (len(outputs),)``; default zero.
-    - `t_axis`: for an initial condition $y(t_0, x) = g(x)$ pass the time axis here:
-      $\\phi$ then also contains $(t - t_0)/(t_1 - t_0)$.
-    """
-
-    lower: tuple[float, ...] = eqx.field(static=True)
-    upper: tuple[float, ...] = eqx.field(static=True)
-    axes: tuple[int, ...] = eqx.field(static=True)
-    outputs: tuple[int, ...] = eqx.field(static=True)
-    value: Callable | None = eqx.field(static=True, default=None)
-    t_axis: int | None = eqx.field(static=True, default=None)
-
-    def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
-        phi = jnp.ones((), x.dtype)
-        for a in self.axes:
-            lo, hi = self.lower[a], self.upper[a]
-            phi = phi * (x[a] - lo) * (hi - x[a]) / ((hi - lo) / 2) ** 2
-        if self.t_axis is not None:
-            a = self.t_axis
-            phi = phi * (x[a] - self.lower[a]) / (self.upper[a] - self.lower[a])
-        idx = jnp.asarray(self.outputs)
-        g = jnp.zeros((len(self.outputs),), x.dtype) if self.value is None else self.value(x)
-        return y.at[idx].set(g + phi * y[idx])
-
-
-@jets.taylor_rule(HardDirichlet)
-def _hard_dirichlet_jet(
-    hd: HardDirichlet, x_jet: jets.Jet, y_jet: jets.Jet, *, plan: jets.Plan, keep
-) -> jets.Jet:
-    # affine in y: hd(x, y) = A(x) + D(x) y with A = hd(x, 0) and D = d/dy hd(x, y) [1]
-    # (= phi on the constrained outputs, 1 elsewhere). The x-only part goes through the
-    # generic rule, which is cheap without y's rows; y enters by Leibniz's rule.
-    def parts(x):
-        zero = jnp.zeros_like(y_jet.value)
-        a, d = jax.jvp(lambda y: hd(x, y), (zero,), (jnp.ones_like(zero),))
-        return jnp.stack([a, d])
-
-    ad = jets.generic(parts, (x_jet,), plan)
-    def part(i: int) -> jets.Jet:
-        value = ad.value[i]
-        first = None if ad.first is None else ad.first[:, i]
-        return jets.Jet(value, first, {k: r[i] for k, r in ad.rest.items()})
-
-    a, d = part(0), part(1)
-    return jets.add(a, jets.product(d, y_jet, plan))

@@ -1,6 +1,9 @@
 """The physics wing: a PDE problem as data (`Problem`), its pointwise loss terms,
-coefficients (learnt or fixed) and observations. It knows no training."""
+coefficients (learnt or fixed), observations and hard constraints. It knows no training."""
 
+from .constraints import AbstractHardConstraint as AbstractHardConstraint
+from .constraints import AbstractTimeRestart as AbstractTimeRestart
+from .constraints import HardDirichlet as HardDirichlet
 from .constraints import InitialValue as InitialValue
 from .problem import Problem as Problem
 from .terms import AbstractTerm as AbstractTerm

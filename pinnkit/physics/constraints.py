@@ -1,8 +1,16 @@
 """Hard constraints: output transforms that satisfy a condition exactly, whatever the
 network outputs (a problem's ``hard_constraint``, used with ``network.hard_constraint:
-true``). Boundary values on a box: `pinnkit.HardDirichlet`; initial values:
-`InitialValue`, whose `InitialValue.restart` starts it again at a later time (time
-marching, ``train.time_windows``).
+true``). Every one is an `AbstractHardConstraint`; the final ones:
+
+- `HardDirichlet` (here): boundary (and initial) values on a box, by a polynomial
+  distance to its faces;
+- `InitialValue` (here): initial values, which `InitialValue.restart` starts again at a
+  later time (time marching, ``train.time_windows``);
+- `pinnkit.geometry.distance.DistanceDirichlet`: Dirichlet data on any shape, by
+  R-function distances (it lives with the distance functions, in geometry).
+
+`AbstractHardConstraint` itself is defined in `pinnkit._constraint`, below physics and
+geometry, so that geometry's constraint can subclass it; this module is its public home.
 
 Time marching (`pinnkit.train.windows`) needs, at each window edge, the same constraint
 with the previous window's state as its data; a transform declares that it can do so by
@@ -16,13 +24,16 @@ import abc
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._constraint import AbstractHardConstraint as AbstractHardConstraint
 from .._types import Point
+from ..diffops import jets
 
 
-class AbstractTimeRestart(eqx.Module):
+class AbstractTimeRestart(AbstractHardConstraint):
     """A hard initial condition on $[t_0, t_1]$ (an output transform ``(x, y) -> y``)
     that can start again on another interval."""
 
@@ -93,6 +104,62 @@ class InitialValue(AbstractTimeRestart):
             return self.value(x) + phi * s * y
         idx = jnp.asarray(self.outputs)
         return y.at[idx].set(self.value(x) + phi * s * y[idx])
+
+
+class HardDirichlet(AbstractHardConstraint):
+    """Exact Dirichlet values on a box: $y_i = g_i(x) + \\phi(x)\\, N_i(x)$ for the constrained
+    outputs, with $\\phi(x) = \\prod_a \\frac{(x_a - l_a)(u_a - x_a)}{((u_a - l_a)/2)^2}$ over the
+    constrained axes (zero on those faces, 1 at the centre).
+
+    **Arguments:**
+    - `lower`, `upper`: the box corners (all coordinates, in order).
+    - `axes`: the coordinate indices whose faces carry the condition (e.g. all spatial).
+    - `outputs`: output indices constrained.
+    - `value`: optional ``g(x) -> (len(outputs),)``; default zero.
+    - `t_axis`: for an initial condition $y(t_0, x) = g(x)$ pass the time axis here:
+      $\\phi$ then also contains $(t - t_0)/(t_1 - t_0)$.
+    """
+
+    lower: tuple[float, ...] = eqx.field(static=True)
+    upper: tuple[float, ...] = eqx.field(static=True)
+    axes: tuple[int, ...] = eqx.field(static=True)
+    outputs: tuple[int, ...] = eqx.field(static=True)
+    value: Callable | None = eqx.field(static=True, default=None)
+    t_axis: int | None = eqx.field(static=True, default=None)
+
+    def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
+        phi = jnp.ones((), x.dtype)
+        for a in self.axes:
+            lo, hi = self.lower[a], self.upper[a]
+            phi = phi * (x[a] - lo) * (hi - x[a]) / ((hi - lo) / 2) ** 2
+        if self.t_axis is not None:
+            a = self.t_axis
+            phi = phi * (x[a] - self.lower[a]) / (self.upper[a] - self.lower[a])
+        idx = jnp.asarray(self.outputs)
+        g = jnp.zeros((len(self.outputs),), x.dtype) if self.value is None else self.value(x)
+        return y.at[idx].set(g + phi * y[idx])
+
+
+@jets.taylor_rule(HardDirichlet)
+def _hard_dirichlet_jet(
+    hd: HardDirichlet, x_jet: jets.Jet, y_jet: jets.Jet, *, plan: jets.Plan, keep
+) -> jets.Jet:
+    # affine in y: hd(x, y) = A(x) + D(x) y with A = hd(x, 0) and D = d/dy hd(x, y) [1]
+    # (= phi on the constrained outputs, 1 elsewhere). The x-only part goes through the
+    # generic rule, which is cheap without y's rows; y enters by Leibniz's rule.
+    def parts(x):
+        zero = jnp.zeros_like(y_jet.value)
+        a, d = jax.jvp(lambda y: hd(x, y), (zero,), (jnp.ones_like(zero),))
+        return jnp.stack([a, d])
+
+    ad = jets.generic(parts, (x_jet,), plan)
+    def part(i: int) -> jets.Jet:
+        value = ad.value[i]
+        first = None if ad.first is None else ad.first[:, i]
+        return jets.Jet(value, first, {k: r[i] for k, r in ad.rest.items()})
+
+    a, d = part(0), part(1)
+    return jets.add(a, jets.product(d, y_jet, plan))
 
 
 def exact_lift_fields(problem, n: int = 64) -> tuple[str, ...]:

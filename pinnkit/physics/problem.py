@@ -18,6 +18,7 @@ from .._types import Scalar
 from ..diffops import AbstractDiffMethod, Layout
 from ..geometry.domains import AbstractDomain
 from .coeffs import CoeffField, Constrained, constrained, values
+from .constraints import AbstractHardConstraint
 from .terms import AbstractTerm, Neumann, Robin
 
 # How a field defined up to a constant is compared with its reference (`Problem.gauge`).
@@ -40,8 +41,10 @@ class Problem(eqx.Module):
       residuals always receive the physical value.
     - `reference`: exact or reference solution ``x -> (len(out_names),)`` (pointwise,
       JAX-traceable), used for errors, plots and tests; None if unknown.
-    - `hard_constraint`: optional ``transform(x, y) -> y`` enforcing some terms exactly
-      (used when the config sets ``network.hard_constraint: true``), and
+    - `hard_constraint`: optional `pinnkit.physics.AbstractHardConstraint`, an output
+      transform ``(x, y) -> y`` enforcing some terms exactly (`HardDirichlet`,
+      `InitialValue`, `pinnkit.geometry.DistanceDirichlet` or a subclass of your own;
+      used when the config sets ``network.hard_constraint: true``), and
       `enforced`: the names of the terms it makes redundant (dropped from the loss).
     - `mean_free`: fields defined up to a constant (pressure): errors subtract means
       (shorthand for ``gauge={field: "mean"}``).
@@ -74,7 +77,7 @@ class Problem(eqx.Module):
     coeffs: dict[str, Array]
     trainable: frozenset[str] = eqx.field(static=True, default=frozenset())
     reference: Callable | None = eqx.field(static=True, default=None)
-    hard_constraint: eqx.Module | None = None
+    hard_constraint: AbstractHardConstraint | None = None
     enforced: tuple[str, ...] = eqx.field(static=True, default=())
     mean_free: tuple[str, ...] = eqx.field(static=True, default=())
     name: str = eqx.field(static=True, default="problem")
@@ -182,6 +185,13 @@ class Problem(eqx.Module):
             raise ValueError(
                 f"trainable coefficients {sorted(unknown)} are not coefficients of this "
                 f"problem; its coefficients are {sorted(self.coeffs)}"
+            )
+        if self.hard_constraint is not None and not isinstance(self.hard_constraint, AbstractHardConstraint):
+            raise TypeError(
+                f"hard_constraint is a {type(self.hard_constraint).__name__}, not a "
+                "pinnkit.physics.AbstractHardConstraint: use HardDirichlet, InitialValue or "
+                "pinnkit.geometry.DistanceDirichlet, or write the transform as a subclass of "
+                "AbstractHardConstraint with a __call__(x, y) -> y"
             )
         missing = set(self.enforced) - set(self.terms)
         if missing:

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..geometry.domains import Interval, SpaceTime
-from ..nn.layers import HardDirichlet
+from ..physics.constraints import HardDirichlet
 from ..physics.host import HostFunction
 from ..physics.problem import Problem
 from ..physics.terms import Equation, Initial

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from ..geometry.domains import Box
-from ..nn.layers import HardDirichlet
+from ..physics import flow
+from ..physics.constraints import AbstractHardConstraint, HardDirichlet
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet
-from .navier_stokes import _equations, _pin_term
 
 
 def _smoothed_lid(x, width: float):
@@ -78,14 +77,14 @@ def lid_driven_cavity(
         return jnp.stack([lid(x[0]), jnp.zeros_like(x[0])])
 
     terms = {
-        **_equations("velocity_pressure", 2, unsteady=False),
+        **flow.equations("velocity_pressure", 2, unsteady=False),
         "lid": Dirichlet("top", ("u", "v"), lid_target),
         "wall_left": Dirichlet("left", ("u", "v")),
         "wall_right": Dirichlet("right", ("u", "v")),
         "wall_bottom": Dirichlet("bottom", ("u", "v")),
     }
     if pressure_pin is not None:
-        terms["pressure_pin"] = _pin_term(domain, pressure_pin, 0.0)
+        terms["pressure_pin"] = flow.pressure_pin(domain, pressure_pin, 0.0)
     walls = ("wall_left", "wall_right", "wall_bottom")
     if lid_profile == "smoothed":
 
@@ -110,7 +109,7 @@ def lid_driven_cavity(
     )
 
 
-class UniformLidTransform(eqx.Module):
+class UniformLidTransform(AbstractHardConstraint):
     r"""Output transform for the uniform lid: $u = 4x(1-x)\,y\,N_u$ (zero on the fixed
     walls, free on the lid), $v = 16\,x(1-x)\,y(1-y)\,N_v$ (zero on every wall), $p = N_p$."""
 

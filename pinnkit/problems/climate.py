@@ -33,6 +33,7 @@ import numpy as np
 
 from ..geometry.domains import Interval, SpaceTime
 from ..physics.constraints import InitialValue
+from ..physics.energy_balance import absorbed_fraction, ebm_steady_modes, legendre_p2, legendre_p4
 from ..physics.problem import Problem
 from ..physics.terms import Equation, Initial
 from ..sphere import ops as S
@@ -46,7 +47,6 @@ from ..sphere.domain import (
     gaussian_grid,
     williamson_errors,
 )
-from .inverse import _p2, _p4, ebm_steady_modes
 
 YEAR = 365.25 * DAY
 WIND = ("u_x", "u_y", "u_z")
@@ -162,7 +162,7 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
     $C T_t = \mp 2D T_x - A - BT + Qsa$), which interior samples alone control weakly.
 
     **Exact**: Legendre modes $n = 0, 2, 4$, $T_n(t) = T_n^* + (T_n(0) - T_n^*)e^{-t/\tau_n}$,
-    $\tau_n = C/(B + n(n+1)D)$, $T_n^*$ from `pinnkit.problems.inverse.ebm_steady_modes`.
+    $\tau_n = C/(B + n(n+1)D)$, $T_n^*$ from `pinnkit.physics.energy_balance.ebm_steady_modes`.
     Hard constraint: $T = T(x, 0) + T_\text{scale}\,(t/t_1)\,N$.
     """
     if min(B, C, years, T_scale) <= 0 or D < 0:
@@ -177,16 +177,16 @@ def ebm(A: float = 210.0, B: float = 2.0, D: float = 0.55, Q: float = 1365.2 / 4
     def exact(p):
         t, x = p[0], p[1]
         modes = [s + (s0 - s) * jnp.exp(-r * t) for s, s0, r in zip(steady, start, rates, strict=True)]
-        return jnp.stack([modes[0] + modes[1] * _p2(x) + modes[2] * _p4(x)]).astype(p.dtype)
+        return jnp.stack([modes[0] + modes[1] * legendre_p2(x) + modes[2] * legendre_p4(x)]).astype(p.dtype)
 
     def energy(f, c):
         x = f.coord("x")
-        sa = (1 - s2 * _p2(x)) * (a0 - a2 * _p2(x))
+        sa = absorbed_fraction(x, a0, a2, s2)
         transport = c["D"] * ((1 - x * x) * f.partial("T", "x", "x") - 2 * x * f.partial("T", "x"))
         rhs = (transport - A - B * f["T"] + Q * sa) / B
         return (c_yr * f.partial("T", "t") - rhs) / T_scale
 
-    initial = lambda p: jnp.stack([T0 + T2 * _p2(p[1])]).astype(p.dtype)
+    initial = lambda p: jnp.stack([T0 + T2 * legendre_p2(p[1])]).astype(p.dtype)
     return Problem(
         domain, ("T",),
         {"energy": Equation(energy), "poles": Equation(energy, where="boundary"),

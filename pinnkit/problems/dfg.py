@@ -47,10 +47,11 @@ import numpy as np
 from ..geometry import Disk, Rectangle, difference
 from ..geometry.distance import DistanceDirichlet
 from ..geometry.sampling import sobol_unit
+from ..physics import flow
+from ..physics.flow import continuity_residual, momentum_residual
 from ..physics.host import HostFunction
 from ..physics.problem import Problem
-from ..physics.terms import Dirichlet, Equation, PointEquation
-from .navier_stokes import continuity_residual, momentum_residual
+from ..physics.terms import Equation, PointEquation
 
 LENGTH, HEIGHT = 2.2, 0.41
 CENTER, RADIUS = (0.2, 0.2), 0.05
@@ -210,18 +211,15 @@ def near_points(n: int, outer: float = 0.1, seed: int = 0, center=CENTER,
 
 def parabolic_inflow(U_max: float, y_axis: int = 1):
     r"""``g(x) -> (2,)``: the inflow $u = 4U_m y(H - y)/H^2$, $v = 0$ (m/s), reading $y$ from
-    coordinate ``y_axis`` of a point (1 in space, 2 in space-time ``(t, x, y)``)."""
-
-    def inflow(x):
-        u = 4 * U_max * x[y_axis] * (HEIGHT - x[y_axis]) / HEIGHT**2
-        return jnp.stack([u, jnp.zeros_like(u)])
-
-    return inflow
+    coordinate ``y_axis`` of a point (1 in space, 2 in space-time ``(t, x, y)``):
+    `pinnkit.physics.flow.parabolic_inflow` with the channel's height."""
+    return flow.parabolic_inflow(U_max, HEIGHT, y_axis)
 
 
 def outlet_residual(f, c):
-    r"""The do-nothing outflow $\nu\,\partial_n\mathbf u - p\,\mathbf n$ with $\mathbf n = (1, 0)$."""
-    return jnp.stack([c["nu"] * f.partial("u", "x") - f["p"], c["nu"] * f.partial("v", "x")])
+    r"""The do-nothing outflow $\nu\,\partial_n\mathbf u - p\,\mathbf n$ with $\mathbf n = (1, 0)$
+    (`pinnkit.physics.flow.outflow_residual`)."""
+    return flow.outflow_residual(f, c)
 
 
 def boundary_terms(inflow) -> dict:
@@ -229,9 +227,7 @@ def boundary_terms(inflow) -> dict:
     (no-slip) of the DFG channel, steady or unsteady."""
     return {
         "outlet": Equation(outlet_residual, where="outlet"),
-        "inlet": Dirichlet("inlet", ("u", "v"), inflow),
-        "walls": Dirichlet("walls", ("u", "v")),
-        "cylinder": Dirichlet("cylinder", ("u", "v")),
+        **flow.velocity_terms({"inlet": inflow, "walls": None, "cylinder": None}),
     }
 
 
@@ -242,7 +238,7 @@ def no_slip(domain, inflow) -> DistanceDirichlet:
     # function, (1 - w_cylinder) (U(y), 0), close to Poiseuille flow away from the cylinder;
     # with zero wall data it would decay from the inlet within ~H and its divergence
     # (rms 0.39 against 0.02 beyond x = 0.5) stalled Adam at a continuity loss of 0.12.
-    return DistanceDirichlet(domain, ("inlet", "walls", "cylinder"), ((0, 1),) * 3, (inflow, inflow, None))
+    return flow.hard_velocity(domain, {"inlet": inflow, "walls": inflow, "cylinder": None})
 
 
 def _flow_residual(f, c):  # momentum (2) and continuity (1) at one point

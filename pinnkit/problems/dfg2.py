@@ -46,6 +46,7 @@ import numpy as np
 from jaxtyping import Float
 
 from ..geometry.domains import SpaceTime
+from ..physics.flow import continuity_residual, momentum_residual
 from ..physics.problem import Problem
 from ..physics.terms import Equation, PointEquation
 from .dfg import (
@@ -62,7 +63,6 @@ from .dfg import (
     parabolic_inflow,
     volume_force,
 )
-from .navier_stokes import continuity_residual, momentum_residual
 
 DFG2_BANDS = {"c_D_max": (3.22, 3.24), "c_L_max": (0.99, 1.01), "St": (0.295, 0.305),
               "delta_p": (2.46, 2.50)}

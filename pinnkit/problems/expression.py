@@ -35,8 +35,7 @@ from ..expr import Ex, ExprError, Resolver, Symbols, point_function, residual_fu
 from ..geometry.config import build_domain, is_geometry
 from ..geometry.distance import DistanceDirichlet
 from ..geometry.domains import Box, SpaceTime
-from ..nn.layers import HardDirichlet
-from ..physics.constraints import InitialValue
+from ..physics.constraints import HardDirichlet, InitialValue
 from ..physics.problem import GAUGES, Problem
 from ..physics.terms import Equation
 

@@ -31,17 +31,17 @@ gives an unbiased residual, and the product of two independent ones an unbiased 
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
 from .._types import Point, Scalar
-from ..geometry.ball import HyperBall
+from ..geometry.hyperball import HyperBall
+from ..physics.constraints import AbstractHardConstraint
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation
 
 
-class BallDirichlet(eqx.Module):
+class BallDirichlet(AbstractHardConstraint):
     """The hard constraint $y \\mapsto (1 - \\|x\\|^2)\\, y$: zero on the unit sphere."""
 
     def __call__(self, x: Point, y):
@@ -109,7 +109,7 @@ def poisson_ball(dim: int = 100, seed: int = 0, sample_power: float = 0.0) -> Pr
     """$\\Delta u = \\Delta u^*$ in the unit ball of dimension ``dim``, $u = 0$ on the sphere
     (module docstring); exact solution $u^*$ with coefficients from ``seed``. Interior
     points are drawn with density proportional to (1 - |x|²)^p, p = ``sample_power``
-    (`pinnkit.geometry.ball`; 0: uniform, 2: where the hard constraint lets the error of
+    (`pinnkit.geometry.hyperball`; 0: uniform, 2: where the hard constraint lets the error of
     $u$ show)."""
     domain, sol = _setup(dim, seed, sample_power)
 

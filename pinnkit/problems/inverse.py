@@ -26,6 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..geometry.domains import Box, Interval
+from ..physics.constraints import AbstractHardConstraint
+from ..physics.energy_balance import EBM_A as EBM_A
+from ..physics.energy_balance import EBM_B as EBM_B
+from ..physics.energy_balance import EBM_Q as EBM_Q
+from ..physics.energy_balance import absorbed_fraction, legendre_p2, legendre_p4
+from ..physics.energy_balance import ebm_steady_modes as ebm_steady_modes
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation, Observation
 from .burgers import burgers
@@ -150,31 +156,9 @@ def flow_assimilation(Re: float = 20.0, n_obs: int = 200, noise: float = 0.01, s
 
 # ------------------------------------------------------------------ energy balance (C1)
 
-# North / Budyko–Sellers constants (benchmark C1, docs/benchmarks.md): W m^-2, W m^-2 K^-1, W m^-2.
-EBM_A, EBM_B, EBM_Q = 210.0, 2.0, 1365.2 / 4
-
-
-def _p2(x):
-    return 0.5 * (3 * x**2 - 1)
-
-
-def _p4(x):
-    return (35 * x**4 - 30 * x**2 + 3) / 8
-
-
-def ebm_steady_modes(D: float, A: float = EBM_A, B: float = EBM_B, Q: float = EBM_Q, *,
-                     a0: float = 0.7, a2: float = 0.078, s2: float = 0.48):
-    r"""Legendre modes $(T_0, T_2, T_4)$ of the steady EBM in °C, for insolation
-    $s = 1 - s_2P_2$ and co-albedo $a = a_0 - a_2P_2$.
-
-    With $s\,a = c_0 + c_2 P_2 + c_4 P_4$ (using
-    $P_2^2 = \tfrac{18}{35}P_4 + \tfrac27 P_2 + \tfrac15$), each mode solves
-    $-(B + n(n+1)D)\,T_n + Q c_n - A\,\delta_{n0} = 0$ because
-    $\partial_x[(1-x^2)P_n'] = -n(n+1)P_n$.
-    """
-    k = s2 * a2
-    c0, c2, c4 = a0 + k / 5, -a2 - s2 * a0 + k * 2 / 7, k * 18 / 35
-    return (Q * c0 - A) / B, Q * c2 / (B + 6 * D), Q * c4 / (B + 20 * D)
+# The energy-balance pieces are public in `pinnkit.physics.energy_balance`; these names
+# stay importable from here (the private ones for one release).
+_p2, _p4 = legendre_p2, legendre_p4
 
 
 def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, noise_C: float = 0.1,
@@ -189,7 +173,7 @@ def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, nois
     0.48, 0.7, 0.078), $A = 210$, $B = 2$, $Q = 1365.2/4$; $T$ in °C.
     The operator is singular at the poles ($1 - x^2 = 0$), where boundedness is the only
     condition: no boundary term. The exact solution is $T_0 + T_2P_2 + T_4P_4$
-    (`ebm_steady_modes`; 15.733, −25.971, 0.5055 °C at $D = 0.55$).
+    (`pinnkit.physics.energy_balance.ebm_steady_modes`; 15.733, −25.971, 0.5055 °C at $D = 0.55$).
 
     **Arguments:**
     - `D_true`, `D_init`: the data's and the starting diffusivity (W m⁻² K⁻¹; positive transform).
@@ -204,15 +188,15 @@ def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, nois
     T0, T2, T4 = ebm_steady_modes(D_true, a0=a0, a2=a2, s2=s2)
 
     def exact_np(x):
-        return (T0 + T2 * _p2(x[:, 0]) + T4 * _p4(x[:, 0]))[:, None]
+        return (T0 + T2 * legendre_p2(x[:, 0]) + T4 * legendre_p4(x[:, 0]))[:, None]
 
     def exact(x):
-        return jnp.stack([T0 + T2 * _p2(x[0]) + T4 * _p4(x[0])]).astype(x.dtype)
+        return jnp.stack([T0 + T2 * legendre_p2(x[0]) + T4 * legendre_p4(x[0])]).astype(x.dtype)
 
     def energy(f, c):
         x = f.coord("x")
         T, Tx, Txx = f["T"], f.partial("T", "x"), f.partial("T", "x", "x")
-        sa = (1 - s2 * _p2(x)) * (a0 - a2 * _p2(x))
+        sa = absorbed_fraction(x, a0, a2, s2)
         transport = c["D"] * ((1 - x**2) * Txx - 2 * x * Tx)
         return (transport - (EBM_A + EBM_B * T) + EBM_Q * sa) / EBM_B
 
@@ -230,7 +214,7 @@ def ebm_inverse(D_true: float = 0.55, D_init: float = 0.3, n_obs: int = 64, nois
     )
 
 
-class OutputScale(eqx.Module):
+class OutputScale(AbstractHardConstraint):
     """Output transform $y \\mapsto s\\,y$ (used as a problem's ``hard_constraint``)."""
 
     scale: float = eqx.field(static=True)

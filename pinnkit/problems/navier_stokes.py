@@ -20,8 +20,10 @@ The pressure (and the stream function) are defined up to a constant: errors are
 computed with their means removed (``mean_free``), and ``pressure_pin`` adds a term
 fixing $p$ at one point when a gauge is wanted in the loss as well.
 
-Problems (benchmarks P2, P4, P5 of docs/benchmarks.md); this module holds the
-residuals and the analytic flows, the other two their own files:
+The residuals, both forms' terms and the boundary pieces are public in
+`pinnkit.physics.flow` (the residuals stay importable from here). Problems (benchmarks
+P2, P4, P5 of docs/benchmarks.md); this module holds the analytic flows, the other two
+their own files:
 
 - `kovasznay`: steady, analytic (P2 at Re = 20).
 - `lid_driven_cavity` (`pinnkit.problems.cavity`): steady, reference = the Ghia, Ghia &
@@ -37,7 +39,6 @@ residuals and the analytic flows, the other two their own files:
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -46,118 +47,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..geometry.domains import Box, SpaceTime
-from ..nn.layers import HardDirichlet
+from ..physics import flow
+from ..physics.constraints import HardDirichlet
+from ..physics.flow import FORMS as FORMS
+from ..physics.flow import check_form, equations, out_names, outflow_residual
+from ..physics.flow import continuity_residual as continuity_residual
+from ..physics.flow import momentum_residual as momentum_residual
+from ..physics.flow import stream_residual as stream_residual
+from ..physics.flow import transport_residual as transport_residual
 from ..physics.problem import Problem
-from ..physics.terms import Dirichlet, Equation, Initial, Observation
+from ..physics.terms import Dirichlet, Equation, Initial
 
-FORMS = ("velocity_pressure", "vorticity_streamfunction")
-
-# A pinned point is an Observation term, whose rows are sharded over the devices: the
-# point is repeated so that its count divides any device count up to 8.
-_PIN_COPIES = 8
-
-
-# ------------------------------------------------------------------------ residuals
-
-
-def momentum_residual(
-    f,
-    c,
-    velocity: Sequence[str] = ("u", "v"),
-    pressure: str = "p",
-    unsteady: bool = False,
-    force: Callable | None = None,
-):
-    r"""$\partial_t u_i + u_j \partial_j u_i + \partial_i p - \nu\,\Delta u_i - F_i$ for every $i$.
-
-    **Arguments:**
-    - `f`, `c`: the `Fields` view and the coefficients (``c["nu"]``: kinematic viscosity).
-    - `velocity`: the velocity fields, one per spatial coordinate, in coordinate order.
-    - `pressure`: the pressure field.
-    - `unsteady`: include $\partial_t \mathbf u$ (the domain has a ``t`` coordinate).
-    - `force`: optional body force ``force(point, velocity) -> (d,)``.
-
-    **Returns:** the residual vector, shape ``(d,)``.
-    """
-    coords = f.layout.spatial
-    vel = [f[name] for name in velocity]
-    rows = []
-    for i, ui in enumerate(velocity):
-        r = sum(vel[j] * f.partial(ui, cj) for j, cj in enumerate(coords))
-        r = r + f.partial(pressure, coords[i]) - c["nu"] * f.laplacian(ui)
-        if unsteady:
-            r = r + f.partial(ui, "t")
-        rows.append(r)
-    res = jnp.stack(rows)
-    if force is not None:
-        res = res - force(f.point, jnp.stack(vel))
-    return res
-
-
-def continuity_residual(f, c, velocity: Sequence[str] = ("u", "v")):
-    r"""$\nabla\cdot\mathbf u$."""
-    return f.divergence(tuple(velocity))
-
-
-def stream_residual(f, c):
-    r"""$\omega + \Delta\psi$ (fields ``psi``, ``omega``)."""
-    return f["omega"] + f.laplacian("psi")
-
-
-def transport_residual(f, c, unsteady: bool = False, curl_force: Callable | None = None):
-    r"""$\partial_t\omega + u\,\omega_x + v\,\omega_y - \nu\,\Delta\omega - q$ with $u = \psi_y$,
-    $v = -\psi_x$ and $q$ = ``curl_force(point, omega)`` (the curl of the body force)."""
-    x, y = f.layout.spatial
-    u, v = f.partial("psi", y), -f.partial("psi", x)
-    r = u * f.partial("omega", x) + v * f.partial("omega", y) - c["nu"] * f.laplacian("omega")
-    if unsteady:
-        r = r + f.partial("omega", "t")
-    if curl_force is not None:
-        r = r - curl_force(f.point, f["omega"])
-    return r
-
-
-def _check_form(form: str) -> None:
-    if form not in FORMS:
-        raise ValueError(f"form must be one of {FORMS}: actual={form!r}")
-
-
-def _equations(form: str, dim: int, unsteady: bool, force=None, curl_force=None) -> dict:
-    """The interior terms of either form."""
-    if form == "vorticity_streamfunction":
-        if dim != 2:
-            raise ValueError(f"the vorticity–stream-function form is 2-D only: actual dim={dim}")
-        return {
-            "stream": Equation(stream_residual),
-            "transport": Equation(
-                functools.partial(transport_residual, unsteady=unsteady, curl_force=curl_force)
-            ),
-        }
-    vel = ("u", "v", "w")[:dim]
-    return {
-        "momentum": Equation(
-            functools.partial(momentum_residual, velocity=vel, unsteady=unsteady, force=force)
-        ),
-        "continuity": Equation(functools.partial(continuity_residual, velocity=vel)),
-    }
-
-
-def _out_names(form: str, dim: int) -> tuple[str, ...]:
-    return ("psi", "omega") if form == "vorticity_streamfunction" else (*("u", "v", "w")[:dim], "p")
-
-
-def _pin_term(domain, point: Sequence[float], value: float) -> Observation:
-    point = np.asarray(point, np.float64)
-    if point.shape != (domain.dim,):
-        raise ValueError(
-            f"pressure_pin must be a point with {domain.dim} coordinates {domain.coords}: "
-            f"actual={point.tolist()}"
-        )
-    return Observation(
-        np.repeat(point[None], _PIN_COPIES, axis=0),
-        np.full((_PIN_COPIES, 1), value, np.float64),
-        fields=("p",),
-    )
+# The flow residuals and terms moved to the public `pinnkit.physics.flow`; the residuals
+# above stay importable from here, and so do these old private names for one release.
+_check_form, _equations, _out_names, _pin_term = check_form, equations, out_names, flow.pressure_pin
 
 
 def transfinite_extension(
@@ -252,10 +155,10 @@ def kovasznay(
     The hard constraint (``network.hard_constraint: true``) imposes the boundary data
     exactly on the velocity (or on psi and omega), leaving the pressure free.
     """
-    _check_form(form)
+    check_form(form)
     Re = float(Re)
     domain = Box(lower, upper)
-    out = _out_names(form, 2)
+    out = out_names(form, 2)
     pick = (3, 4) if form == "vorticity_streamfunction" else (0, 1, 2)
 
     def exact(x):
@@ -265,11 +168,12 @@ def kovasznay(
     def wall(x):
         return exact(x)[:2]
 
-    terms = {**_equations(form, 2, unsteady=False), "boundary": Dirichlet("boundary", out[:2], wall)}
+    terms = {**equations(form, 2, unsteady=False), "boundary": Dirichlet("boundary", out[:2], wall)}
     if pressure_pin is not None:
         if form != "velocity_pressure":
             raise ValueError("pressure_pin needs form='velocity_pressure'")
-        terms["pressure_pin"] = _pin_term(domain, pressure_pin, float(exact(jnp.asarray(pressure_pin))[2]))
+        pinned = float(exact(jnp.asarray(pressure_pin))[2])
+        terms["pressure_pin"] = flow.pressure_pin(domain, pressure_pin, pinned)
     return Problem(
         domain,
         out,
@@ -309,11 +213,11 @@ def taylor_green(nu: float = 0.01, T: float = 1.0, form: str = "velocity_pressur
     """
     from ..solvers import taylor_green as tg
 
-    _check_form(form)
+    check_form(form)
     nu, T = float(nu), float(T)
     space = Box((0.0, 0.0), (2 * math.pi, 2 * math.pi))
     domain = SpaceTime(space, 0.0, T)
-    out = _out_names(form, 2)
+    out = out_names(form, 2)
 
     def fields(t, x, y):
         if form == "vorticity_streamfunction":
@@ -327,7 +231,7 @@ def taylor_green(nu: float = 0.01, T: float = 1.0, form: str = "velocity_pressur
     def initial(z):
         return jnp.stack(fields(jnp.zeros_like(z[0]), z[1], z[2])[:2]).astype(z.dtype)
 
-    terms = {**_equations(form, 2, unsteady=True), "initial": Initial(out[:2], initial)}
+    terms = {**equations(form, 2, unsteady=True), "initial": Initial(out[:2], initial)}
     return Problem(
         domain,
         out,
@@ -393,7 +297,7 @@ def beltrami_flow(a: float = math.pi / 4, d: float = math.pi / 2, nu: float = 1.
 
     fields = ("u", "v", "w")
     terms = {
-        **_equations("velocity_pressure", 3, unsteady=True),
+        **equations("velocity_pressure", 3, unsteady=True),
         "initial": Initial(fields, velocity),
         "boundary": Dirichlet("boundary", fields, velocity),
     }
@@ -438,14 +342,10 @@ def channel_flow(Re: float = 100.0, length: float = 2.0, height: float = 1.0) ->
         u = 4 * x[1] * (h - x[1]) / h**2
         return jnp.stack([u, jnp.zeros_like(u), 8 * nu * (ell - x[0]) / h**2]).astype(x.dtype)
 
-    def outflow(f, c):
-        # Outward normal +x: ν ∂u/∂x - p and ν ∂v/∂x.
-        return jnp.stack([c["nu"] * f.partial("u", "x") - f["p"], c["nu"] * f.partial("v", "x")])
-
     terms = {
-        **_equations("velocity_pressure", 2, unsteady=False),
+        **equations("velocity_pressure", 2, unsteady=False),
         "inflow": Dirichlet("left", ("u", "v"), lambda x: exact(x)[:2]),
-        "outflow": Equation(outflow, where="right"),
+        "outflow": Equation(outflow_residual, where="right"),  # outward normal +x
         "wall_bottom": Dirichlet("bottom", ("u", "v")),
         "wall_top": Dirichlet("top", ("u", "v")),
     }

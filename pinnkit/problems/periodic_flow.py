@@ -15,11 +15,11 @@ import numpy as np
 
 from .._loader import is_callable_spec, load_callable
 from ..geometry.domains import Box, SpaceTime
-from ..nn.layers import HardDirichlet
+from ..physics.constraints import HardDirichlet
+from ..physics.flow import check_form, equations, out_names
 from ..physics.problem import Problem
 from ..physics.terms import Initial
 from ..solvers.spectral_reference import complex_of, fourier_eval, spectral_reference, truncate_modes
-from .navier_stokes import _check_form, _equations, _out_names
 
 
 def _omega0_function(spec, L: float) -> Callable:
@@ -126,7 +126,7 @@ def periodic_flow(
     The initial data (``initial`` term, hard constraint) come from the same Fourier
     series at $t = 0$; building the problem runs the solver once (cached per process).
     """
-    _check_form(form)
+    check_form(form)
     nu, T, L = float(nu), float(T), float(L)
     forcing = None if forcing is None else dict(forcing)
     if forcing is not None:
@@ -154,9 +154,9 @@ def periodic_flow(
             return -amp * kf * jnp.cos(kf * z[2]) - drag * omega
 
     domain = SpaceTime(Box((0.0, 0.0), (L, L)), 0.0, T)
-    out = _out_names(form, 2)
+    out = out_names(form, 2)
     terms = {
-        **_equations(form, 2, unsteady=True, force=force, curl_force=curl_force),
+        **equations(form, 2, unsteady=True, force=force, curl_force=curl_force),
         "initial": Initial(out[:2], initial),
     }
     return Problem(

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from .._loader import is_callable_spec, load_callable
 from ..geometry.domains import Box
-from ..nn.layers import HardDirichlet
+from ..physics.constraints import HardDirichlet
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation
 

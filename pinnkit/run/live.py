@@ -181,7 +181,7 @@ def start_live_logging(run, out: Path, resume: bool, writer: AbstractScalarWrite
     if writer is None:
         writer = make_writers(cfg, out, purge_step=max(started) if started else None)
     phases = run.phases
-    rates = [_rate(cfg.optim.phases[i], ph) for i, ph in enumerate(phases)]
+    rates = [_rate(ph) for ph in phases]
 
     def learning_rate(step: int, phase: int):
         fn = rates[min(phase, len(rates) - 1)]
@@ -194,12 +194,11 @@ def start_live_logging(run, out: Path, resume: bool, writer: AbstractScalarWrite
     return LiveLog(follower.start(), writer)
 
 
-def _rate(phase_cfg, phase) -> Callable[[int], float] | None:
-    """``step -> learning rate`` of a first-order phase (None for the others: L-BFGS and
-    the natural gradient choose their steps by line search)."""
-    from ..train.phases.optax import GradientConfig, schedule
-
-    if not isinstance(phase_cfg, GradientConfig):
+def _rate(phase) -> Callable[[int], float] | None:
+    """``step -> learning rate`` of a built phase: the rate its optimiser was built with
+    (`AbstractPhase.learning_rate`; None for L-BFGS and the natural gradient, which choose
+    their steps)."""
+    sched = phase.learning_rate
+    if sched is None:
         return None
-    sched = schedule(phase_cfg, phase_cfg.lr, phase.steps)  # the one the optimiser was built with
     return (lambda k: float(sched(k))) if callable(sched) else (lambda k: float(sched))

@@ -12,7 +12,10 @@ A phase is an equinox Module in the abstract-or-final pattern. What the scanned 
   the whole batch at once (no gradient accumulation) and a loss it can see entirely:
   fixed term weights, the sampler's own points, no causal weights;
 - ``updates_weights``: adaptive loss weights keep moving during it (a quasi-Newton
-  model breaks when its objective changes, so L-BFGS freezes them).
+  model breaks when its objective changes, so L-BFGS freezes them);
+- ``learning_rate``: the network's learning rate the phase was built with (a float or
+  an optax schedule of the phase's own step), None for phases that choose their step
+  (a line search, the natural gradient): the live log reads it from the built phase.
 
 ``init(params)`` gives the optimiser state (the layout stored in checkpoints);
 ``step(loss, params, state, key, arrays, ctx)`` one update and the step's metrics
@@ -21,12 +24,28 @@ A phase is an equinox Module in the abstract-or-final pattern. What the scanned 
 
 
 import abc
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import optax
 from equinox import AbstractClassVar, AbstractVar
 from jaxtyping import Array, PRNGKeyArray
+
+
+class StepResult(NamedTuple):
+    """What `AbstractPhase.step` returns.
+
+    - `params`: the ``(network, coefficients)`` tree after the update.
+    - `state`: the optimiser state after the update (the layout of `AbstractPhase.init`).
+    - `metrics`: scalars of the step by name: ``loss`` (the weighted total), ``terms``
+      (``{term: mean square}``), both measured *before* the update, plus what the phase
+      adds (``grad_norm`` when it stops on the gradient, a line search's step...).
+    """
+
+    params: Any
+    state: Any
+    metrics: dict[str, Array]
 
 
 class AbstractPhase(eqx.Module):
@@ -39,6 +58,9 @@ class AbstractPhase(eqx.Module):
       to the previous step's loss (None: never); `grad_tol`: once the gradient's
       global 2-norm is at most this (None: never). Only second-order phases take them
       from the config (``optim.phases.N.tol``, ``grad_tol``).
+    - `learning_rate`: the network's learning rate (float or ``step -> rate`` schedule,
+      the phase's step counted from 0) its optimiser was built with; None where the
+      phase chooses its own step.
     """
 
     kind: AbstractClassVar[str]
@@ -52,6 +74,7 @@ class AbstractPhase(eqx.Module):
     optimizer: AbstractVar[optax.GradientTransformation]
     tol: AbstractVar[float | None]
     grad_tol: AbstractVar[float | None]
+    learning_rate: AbstractVar[float | Callable[[int], Array] | None]
 
     @property
     def end(self) -> int:
@@ -74,10 +97,21 @@ class AbstractPhase(eqx.Module):
         """The optimiser state at the phase's first step."""
 
     @abc.abstractmethod
-    def step(self, loss, params, state, key: PRNGKeyArray, arrays: dict, ctx: dict
-             ) -> tuple[Any, Any, dict[str, Array]]:
-        """``(params, state, metrics)`` after one update on the step's batch. ``loss`` is
-        the run's `pinnkit.train.loss.Loss`; ``ctx`` its `Loss.context` at this step."""
+    def step(self, loss, params, state, key: PRNGKeyArray, arrays: dict[str, Array],
+             ctx: dict[str, Any]) -> StepResult:
+        """One update on the step's batch.
+
+        **Arguments:**
+        - `loss`: the run's `pinnkit.train.loss.Loss` (value, gradient, residual rows,
+          Gauss–Newton Jacobian).
+        - `params`: the ``(network, coefficients)`` tree before the update.
+        - `state`: the optimiser state before the update.
+        - `key`: this step's key (``fold_in(train_key, step)``), for stochastic losses.
+        - `arrays`: the step's batch, ``{term: points (n, dim)}`` (rows of data terms).
+        - `ctx`: `Loss.context` at this step (term weights, causal weights, NTK state).
+
+        **Returns:** a `StepResult` ``(params, state, metrics)``.
+        """
 
 
 class AbstractOptimizerPhase(AbstractPhase):
@@ -90,6 +124,7 @@ class AbstractOptimizerPhase(AbstractPhase):
     optimizer: optax.GradientTransformation = eqx.field(static=True)
     tol: float | None = eqx.field(static=True, default=None)
     grad_tol: float | None = eqx.field(static=True, default=None)
+    learning_rate: float | Callable[[int], Array] | None = eqx.field(static=True, default=None)
 
     def init(self, params):
         return self.optimizer.init(params)

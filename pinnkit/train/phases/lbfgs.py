@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 import optax
 
-from ._base import AbstractOptimizerPhase, line_search_update, positive_or_null, with_grad_norm
+from ._base import AbstractOptimizerPhase, StepResult, line_search_update, positive_or_null, with_grad_norm
 from .optax import clipped
 
 
@@ -42,6 +42,9 @@ class LbfgsConfig:
 
 
 class LbfgsPhase(AbstractOptimizerPhase):
+    """L-BFGS with a zoom line search (``kind: lbfgs``, `LbfgsConfig`: memory, line-search
+    steps); stops on ``tol`` / ``grad_tol``; adaptive weights frozen during it."""
+
     kind: ClassVar[str] = "lbfgs"
     Config: ClassVar[type] = LbfgsConfig
     line_search: ClassVar[bool] = True
@@ -58,4 +61,4 @@ class LbfgsPhase(AbstractOptimizerPhase):
     def step(self, loss, params, state, key, arrays, ctx):
         params, state, total, aux, grads = line_search_update(self.optimizer, loss, params, state,
                                                               key, arrays, ctx)
-        return params, state, with_grad_norm(self, {"loss": total, **aux}, grads)
+        return StepResult(params, state, with_grad_norm(self, {"loss": total, **aux}, grads))

@@ -30,7 +30,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from ...optim import natural_gradient, woodbury_natural_gradient
-from ._base import AbstractOptimizerPhase, positive_or_null, with_grad_norm
+from ._base import AbstractOptimizerPhase, StepResult, positive_or_null, with_grad_norm
 from .optax import ScheduleConfig, schedule
 
 
@@ -107,7 +107,7 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
                                             momentum=cfg.momentum, learning_rate=eta)
         else:
             opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, cfg.uses_rows)
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, rows=cfg.uses_rows)
 
     def step(self, loss, params, state, key, arrays, ctx):
         value_fn = lambda p: loss.value(p, key, arrays, ctx)  # noqa: E731
@@ -122,4 +122,4 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
                                                    value_fn=value_fn, value=total)
         params = optax.apply_updates(params, updates)
         metrics = {"loss": total, "terms": terms, "step_size": state.step_size}
-        return params, state, with_grad_norm(self, metrics, grads)
+        return StepResult(params, state, with_grad_norm(self, metrics, grads))

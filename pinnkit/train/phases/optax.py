@@ -17,7 +17,7 @@ import jax
 import optax
 
 from ...optim import soap
-from ._base import AbstractOptimizerPhase, positive_or_null, with_grad_norm
+from ._base import AbstractOptimizerPhase, StepResult, positive_or_null, with_grad_norm
 
 
 @dataclass(frozen=True)
@@ -156,23 +156,27 @@ class AbstractOptaxPhase(AbstractOptimizerPhase):
 
     @classmethod
     def from_config(cls, cfg, start, steps, coeff_lrs):
-        def build(lr):
-            return clipped(cls.transformation(cfg, schedule(cfg, lr, steps)), cfg.clip_norm)
+        def build(rate):
+            return clipped(cls.transformation(cfg, rate), cfg.clip_norm)
 
-        opt = build(cfg.lr)
+        net_rate = schedule(cfg, cfg.lr, steps)
+        opt = build(net_rate)
         if coeff_lrs:  # coefficients with their own lr get their own optimiser
-            opt = per_coefficient({"net": opt, **{f"coeff:{k}": build(lr) for k, lr in coeff_lrs.items()}},
-                                  set(coeff_lrs))
-        return cls(start, steps, opt)
+            own = {f"coeff:{k}": build(schedule(cfg, lr, steps)) for k, lr in coeff_lrs.items()}
+            opt = per_coefficient({"net": opt, **own}, set(coeff_lrs))
+        return cls(start, steps, opt, learning_rate=net_rate)
 
     def step(self, loss, params, state, key, arrays, ctx):
         (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)
         updates, state = self.optimizer.update(grads, state, params)
         params = optax.apply_updates(params, updates)
-        return params, state, with_grad_norm(self, {"loss": total, **aux}, grads)
+        return StepResult(params, state, with_grad_norm(self, {"loss": total, **aux}, grads))
 
 
 class AdamPhase(AbstractOptaxPhase):
+    """Adam (``optim.phases.N.kind: adam``, `AdamConfig`): `optax.adam` at the phase's
+    learning rate or schedule."""
+
     kind: ClassVar[str] = "adam"
     Config: ClassVar[type] = AdamConfig
 
@@ -182,6 +186,9 @@ class AdamPhase(AbstractOptaxPhase):
 
 
 class SgdPhase(AbstractOptaxPhase):
+    """Plain gradient descent (``kind: sgd``, `SgdConfig`): `optax.sgd` at the phase's
+    learning rate or schedule."""
+
     kind: ClassVar[str] = "sgd"
     Config: ClassVar[type] = SgdConfig
 
@@ -191,6 +198,9 @@ class SgdPhase(AbstractOptaxPhase):
 
 
 class SoapPhase(AbstractOptaxPhase):
+    """SOAP, Adam in the eigenbasis of a Shampoo preconditioner (``kind: soap``,
+    `SoapConfig`; `pinnkit.optim.soap`), refreshed every ``precondition_frequency`` steps."""
+
     kind: ClassVar[str] = "soap"
     Config: ClassVar[type] = SoapConfig
 

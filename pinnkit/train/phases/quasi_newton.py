@@ -21,7 +21,7 @@ from typing import ClassVar, Literal
 import jax
 
 from ...optim import ssbfgs, ssbroyden
-from ._base import AbstractOptimizerPhase, line_search_update, positive_or_null, with_grad_norm
+from ._base import AbstractOptimizerPhase, StepResult, line_search_update, positive_or_null, with_grad_norm
 
 _warned_x64 = False
 
@@ -106,14 +106,20 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
                                                               key, arrays, ctx)
         metrics = {"loss": total, **aux, "step_size": state.step_size,
                    "curvature": state.curvature, "scaling": state.tau}
-        return params, state, with_grad_norm(self, metrics, grads)
+        return StepResult(params, state, with_grad_norm(self, metrics, grads))
 
 
 class SsbfgsPhase(AbstractSelfScaledPhase):
+    """Self-scaled BFGS (``kind: ssbfgs``, `SsbfgsConfig`; `pinnkit.optim.quasi_newton`):
+    a dense inverse-Hessian model, scaled at every update."""
+
     kind: ClassVar[str] = "ssbfgs"
     Config: ClassVar[type] = SsbfgsConfig
 
 
 class SsbroydenPhase(AbstractSelfScaledPhase):
+    """Self-scaled Broyden (``kind: ssbroyden``, `SsbroydenConfig`; `pinnkit.optim.quasi_newton`):
+    the Broyden-family update of the same dense model."""
+
     kind: ClassVar[str] = "ssbroyden"
     Config: ClassVar[type] = SsbroydenConfig
