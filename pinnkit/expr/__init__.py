@@ -19,6 +19,7 @@ pde = residual_function(r.components("-k*lap(u) - sin(pi*x)", "equations.pde"))
 """
 
 from ._eval import evaluate as evaluate
+from ._eval import host_function as host_function
 from ._eval import point_function as point_function
 from ._eval import residual_function as residual_function
 from ._ir import Algebra as Algebra

@@ -106,9 +106,13 @@ def _int_pow(a, n: int):
     return 1.0 / acc if n < 0 else acc
 
 
-def evaluate(components: Sequence[Ex], leaves) -> list:
-    """The value of each component (JAX arrays, or Python numbers for constants)."""
+def evaluate(components: Sequence[Ex], leaves, functions: Mapping[str, Callable] | None = None) -> list:
+    """The value of each component (JAX arrays, or Python numbers for constants).
+
+    ``functions``: the elementwise functions by name (default: JAX's, `_FN`); a name it
+    lacks raises ``KeyError`` (`host_function` turns that into a message)."""
     memo: dict[int, object] = {}
+    fns = _FN if functions is None else functions
 
     def ev(e: Ex):
         hit = memo.get(id(e))
@@ -138,7 +142,7 @@ def evaluate(components: Sequence[Ex], leaves) -> list:
         elif op == "cmp":
             v = _CMP[e.value](ev(e.args[0]), ev(e.args[1]))
         else:
-            v = _FN[op](*(ev(a) for a in e.args))
+            v = fns[op](*(ev(a) for a in e.args))
         memo[id(e)] = v
         return v
 
@@ -190,3 +194,46 @@ def point_function(
         return _pack(evaluate(components, _PointLeaves(x, coords, params)), x.dtype)
 
     return fn
+
+
+# NumPy's names where they differ from the expression language's (``min`` is a reduction there)
+_HOST_NAMES = {"min": "minimum", "max": "maximum", "atan2": "arctan2", "and": "logical_and",
+               "or": "logical_or", "not": "logical_not"}
+
+
+class _HostLeaves:
+    """Leaves of `host_function`: coordinates are whatever the caller passes (NumPy
+    arrays, NGSolve coefficient functions); parameters are fixed numbers."""
+
+    def __init__(self, values: Sequence, coords: Sequence[str], params: Mapping[str, float]):
+        self.values, self.coords, self.params = tuple(values), tuple(coords), params
+
+    def coord(self, name):
+        return self.values[self.coords.index(name)]
+
+    def param(self, name):
+        return self.params[name]
+
+    partial = lap = bilap = normal = _PointLeaves.partial
+
+
+def host_function(
+    components: Sequence[Ex], coords: Sequence[str], params: Mapping[str, float]
+) -> Callable:
+    """``g(*coordinates, m) -> [component, ...]`` for expressions of the point, evaluated
+    with the functions of the module-like ``m`` (``numpy``, or a namespace of NGSolve's
+    coefficient functions: ``m.exp``, ``m.sin``, ...): boundary data for solvers outside
+    JAX (`pinnkit.solvers.fem_ns`). ``tanh`` falls back to ``sinh/cosh`` where ``m`` has
+    none. A function ``m`` lacks raises ``KeyError`` naming it."""
+    components, coords, params = tuple(components), tuple(coords), dict(params)
+
+    def g(*args):
+        *values, m = args
+        fns = {k: getattr(m, _HOST_NAMES.get(k, k)) for k in _FN if hasattr(m, _HOST_NAMES.get(k, k))}
+        if "heaviside" in fns:
+            fns["heaviside"] = lambda a: m.heaviside(a, 0.5)
+        if "tanh" not in fns and "sinh" in fns and "cosh" in fns:
+            fns["tanh"] = lambda a: m.sinh(a) / m.cosh(a)
+        return evaluate(components, _HostLeaves(values, coords, params), fns)
+
+    return g

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._host import HostFunction
 from ..nn.evaluate import predict
 from .labels import label, when
 from .layout import _plt, colorbar, draw_outline, map_grid, outline_of
@@ -60,6 +61,18 @@ def _derived(fn, out_names: tuple[str, ...], coords: tuple[str, ...]):
         return jnp.stack([u, v, p, omega])
 
     return one
+
+
+def _host_derived(fn, out_names, pts, shape, ix: int, iy: int) -> np.ndarray:
+    """``(u, v, p, omega)`` rows of a host reference (`pinnkit.physics.host.HostFunction`,
+    e.g. a finite-element solution) on the grid ``pts`` of ``shape``: the values by numpy,
+    the vorticity by central differences on the grid (one-sided at its edges; NaN next to
+    points outside the reference's domain)."""
+    y = fn.host(pts, np.float64)
+    u, v, p = (y[:, out_names.index(n)].reshape(shape) for n in ("u", "v", "p"))
+    X, Y = pts[:, ix].reshape(shape), pts[:, iy].reshape(shape)
+    omega = np.gradient(v, X[:, 0], axis=0) - np.gradient(u, Y[0], axis=1)
+    return np.stack([a.ravel() for a in (u, v, p, omega)], axis=1)
 
 
 def is_flow(problem) -> bool:
@@ -142,7 +155,10 @@ def flow_fields_of(network, problem, resolution: int | tuple[int, int] = 101, t:
     if problem.reference is not None:
         sources.append(("_ref", problem.reference))
     for suffix, fn in sources:
-        vals = predict(_derived(fn, problem.out_names, coords), pts, batch, dtype)
+        if isinstance(fn, HostFunction):  # numpy values, no derivatives: vorticity by
+            vals = _host_derived(fn, problem.out_names, pts, X.shape, ix, iy)  # differences
+        else:
+            vals = predict(_derived(fn, problem.out_names, coords), pts, batch, dtype)
         if inside is not None:  # no values drawn outside the shape
             vals = np.where(inside[:, None], vals, np.nan)
         for i, name in enumerate(("u", "v", "p", "omega")):

@@ -12,6 +12,7 @@ from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, willia
 from .dfg import dfg_cylinder
 from .dfg2 import dfg_shedding
 from .expression import expression
+from .flow import incompressible_flow
 from .highdim import allen_cahn_ball, poisson_ball
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import beltrami_flow, channel_flow, kovasznay, taylor_green
@@ -24,6 +25,7 @@ PROBLEMS = {
     "poisson": poisson,
     "poisson_domain": poisson_domain,
     "expression": expression,
+    "incompressible_flow": incompressible_flow,
     "kovasznay": kovasznay,
     "lid_driven_cavity": lid_driven_cavity,
     "taylor_green": taylor_green,

@@ -1,0 +1,182 @@
+r"""Steady incompressible flow on any 2-D shape written in the config (issue 36).
+
+$$(\mathbf u\cdot\nabla)\mathbf u + \nabla p - \nu\Delta\mathbf u = 0, \qquad \nabla\cdot\mathbf u = 0$$
+
+on a shape of `pinnkit.geometry` (density 1, kinematic pressure $p$). The velocity is
+given on the named boundaries listed in ``velocity`` (no-slip walls, inflow profiles, a
+moving lid); every other boundary is a do-nothing outflow
+$\nu\,\partial_n\mathbf u - p\,\mathbf n = 0$ — the same split as the finite-element
+solver `pinnkit.solvers.fem_ns`, which gives the problem its field reference
+(``fem_reference: true``). With the velocity given on the whole boundary the pressure is
+fixed only up to a constant: errors then compare it less its mean (``gauge``).
+
+```yaml
+problem:
+  name: incompressible_flow
+  params:
+    domain: {difference: [{rectangle: {lower: [0, 0], upper: [3, 1],
+                                       names: {left: inlet, right: outlet, bottom: walls, top: walls}}},
+                          {disk: {center: [0.7, 0.5], radius: 0.15, name: obstacle}}]}
+    nu: 0.02
+    velocity: {inlet: ["4*y*(1 - y)", 0], walls: 0, obstacle: 0}   # the rest: outflow
+    fem_reference: true
+```
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import jax.numpy as jnp
+
+from .._host import HostFunction
+from ..errors import ConfigError, name_list
+from ..expr import ExprError, Resolver, Symbols, host_function, point_function
+from ..geometry.distance import DistanceDirichlet
+from ..geometry.domains import SpaceTime
+from ..physics.problem import Problem
+from ..physics.terms import Dirichlet, Equation
+from .expression import _broadcast, _constant, _domain, _mapping, _suggest
+from .navier_stokes import continuity_residual, momentum_residual
+
+KEY = "problem.params"
+
+
+def do_nothing(piece: str, normal):
+    r"""The outflow residual $\nu\,\partial_n\mathbf u - p\,\mathbf n$ on ``piece`` (2 rows),
+    ``normal(x, piece) -> (2,)`` the domain's outward normal."""
+
+    def residual(f, c):
+        n = normal(f.point, piece)
+        dn = [f.partial(q, "x") * n[0] + f.partial(q, "y") * n[1] for q in ("u", "v")]
+        return jnp.stack([c["nu"] * dn[0] - f["p"] * n[0], c["nu"] * dn[1] - f["p"] * n[1]])
+
+    return residual
+
+
+def _fem_velocity(components, params):
+    g = host_function(components, ("x", "y"), params)
+
+    def velocity(x, y, m):  # `fem_ns` passes NumPy arrays or NGSolve coefficient functions
+        try:
+            return g(x, y, m)
+        except KeyError as e:
+            raise ConfigError(
+                f"{KEY}.velocity: the function {e.args[0]!r} has no finite-element counterpart "
+                "(the FEM reference takes exp, sin, cos, tan, sqrt, log, sinh, cosh, tanh and "
+                "arithmetic). Write the profile with those, or set fem_reference: false."
+            ) from None
+
+    return velocity
+
+
+def fem_mesh_size(domain) -> float:
+    """The default ``fem_maxh``: 1/40 of the shape's shorter bounding-box side."""
+    lo, hi = domain.bounds()
+    return float(min(b - a for a, b in zip(lo, hi, strict=True))) / 40
+
+
+def incompressible_flow(
+    domain: Mapping,
+    velocity: Mapping,
+    nu: float | str | None = None,
+    Re: float | str | None = None,
+    parameters: Mapping | None = None,
+    define: Mapping | None = None,
+    fem_reference: bool = False,
+    fem_maxh: float | None = None,
+    fem_boundary_maxh: Mapping | None = None,
+    fem_order: int = 2,
+    name: str = "incompressible_flow",
+    description: str = "",
+) -> Problem:
+    r"""Steady 2-D incompressible Navier–Stokes on a shape (module docstring): fields
+    ``u, v, p``, terms ``momentum`` (2 rows), ``continuity``, one Dirichlet term per
+    boundary in ``velocity`` (named after it) and one do-nothing term per other boundary.
+
+    **Arguments:**
+    - `domain`: a 2-D shape of the geometry language (docs/geometry.md); its boundary
+      names are the keys of ``velocity`` and the outflows.
+    - `velocity`: ``{boundary: [u, v]}`` (expressions of ``x, y``, parameters and
+      ``define`` helpers; one value for both components, so ``walls: 0`` is no-slip).
+      Every boundary not listed is a do-nothing outflow.
+    - `nu` or `Re`: the kinematic viscosity, or $\text{Re}$ with $\nu = 1/\text{Re}$
+      (velocity and length scales of order 1); exactly one.
+    - `parameters`, `define`: constants and helpers for the expressions.
+    - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
+      same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
+      `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
+      ``{boundary: size}``, velocity degree `fem_order` (2: P2/P1); solved once, then read
+      from ``~/.cache/pinnkit/fem``. ``summary.json`` then gets ``rel_l2`` and ``linf`` of
+      ``u, v, p`` and the plots their error maps.
+
+    ``network.hard_constraint: true`` imposes every listed velocity exactly
+    (`pinnkit.geometry.DistanceDirichlet`); the outflows stay loss terms.
+    """
+    dom = _domain(domain, f"{KEY}.domain")
+    if isinstance(dom, SpaceTime) or dom.dim != 2 or tuple(dom.coords) != ("x", "y"):
+        raise ConfigError(
+            f"{KEY}.domain: incompressible_flow is steady and 2-D, on coordinates x, y; got "
+            f"coordinates {', '.join(dom.coords)}. Remove t: and coords: from the domain (an "
+            "unsteady or 3-D flow is written with the expression problem, docs/expressions.md)."
+        )
+    if (nu is None) == (Re is None):
+        raise ConfigError(f"{KEY}: give exactly one of nu (kinematic viscosity) and Re (nu = 1/Re).")
+    visc = _constant(nu, f"{KEY}.nu") if nu is not None else 1.0 / _constant(Re, f"{KEY}.Re")
+    if not (math.isfinite(visc) and visc > 0):
+        raise ConfigError(f"{KEY}.{'nu' if nu is not None else 'Re'}: the viscosity must be finite "
+                          f"and > 0, got nu = {visc:g}.")
+    params = {str(k): _constant(v, f"{KEY}.parameters.{k}")
+              for k, v in _mapping(parameters, f"{KEY}.parameters").items()}
+    r = Resolver(Symbols(("x", "y"), ("x", "y"), ("u", "v", "p"), params,
+                         _mapping(define, f"{KEY}.define"), key=KEY))
+    boundaries = [p for p in dom.pieces() if p not in ("interior", "boundary")] or ["boundary"]
+    given = _mapping(velocity, f"{KEY}.velocity", required=True)
+    for b in given:
+        if b not in dom.pieces() or b == "interior":
+            raise ConfigError(
+                f"{KEY}.velocity.{b}: the domain has no boundary {b!r}.{_suggest(b, boundaries)} "
+                f"Its boundaries: {name_list(boundaries)}; name them in the shape (name: or names:)."
+            )
+    if "boundary" in given and len(given) > 1:
+        raise ConfigError(f"{KEY}.velocity: 'boundary' is the whole boundary and overlaps "
+                          f"{name_list([b for b in given if b != 'boundary'])}; give one or the others.")
+    data = {str(b): _broadcast(r.components(v, f"{KEY}.velocity.{b}", fields_allowed=False), 2,
+                               f"{KEY}.velocity.{b}") for b, v in given.items()}
+    outflows = [] if "boundary" in data else [b for b in boundaries if b not in data]
+
+    terms = {"momentum": Equation(momentum_residual), "continuity": Equation(continuity_residual)}
+    values = {}
+    for b in (*data, *outflows):
+        if b in terms:
+            raise ExprError(f"{KEY}.domain: a boundary is named {b!r}, the name of an equation; rename it.")
+    for b, comps in data.items():
+        zero = all(e.is_const and e.value == 0 for e in comps)
+        values[b] = None if zero else point_function(comps, ("x", "y"), params)
+        terms[b] = Dirichlet(b, ("u", "v"), values[b])
+    for b in outflows:
+        terms[b] = Equation(do_nothing(b, dom.normal), where=b)
+    try:
+        hard = DistanceDirichlet(dom, tuple(data), ((0, 1),) * len(data), tuple(values.values()))
+    except ValueError as e:
+        if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
+            raise
+        hard = None  # a mesh (no smooth distance): loss terms only
+    reference = None
+    if fem_reference:
+        from ..solvers.fem_ns import solve_steady
+
+        sol = solve_steady(
+            dom, visc, {b: _fem_velocity(c, params) for b, c in data.items()},
+            maxh=float(fem_maxh) if fem_maxh is not None else fem_mesh_size(dom),
+            boundary_maxh=dict(fem_boundary_maxh or {}), order=int(fem_order))
+        reference = HostFunction(sol.evaluate, 3)
+    closed = not outflows
+    text = (f"steady flow, nu = {visc:g}; velocity on {', '.join(data)}"
+            + (f"; outflow {', '.join(outflows)}" if outflows else ""))
+    return Problem(
+        dom, ("u", "v", "p"), terms, coeffs={"nu": visc}, reference=reference,
+        hard_constraint=hard, enforced=tuple(data) if hard is not None else (),
+        gauge={"p": "mean"} if closed else None, name=name, description=description or text,
+    )

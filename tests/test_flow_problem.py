@@ -1,0 +1,128 @@
+"""incompressible_flow: steady Navier–Stokes on a shape of the geometry language, with the
+finite-element field reference. Poiseuille flow in a channel is exact for both the PDE
+terms (do-nothing outflow included) and the Taylor–Hood reference; the boundary-data
+expressions evaluate the same on the host (NumPy) as in JAX; bad input exits 2."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pinnkit.diffops import Autodiff
+from pinnkit.expr import Resolver, Symbols, host_function, point_function
+from pinnkit.physics.terms import Dirichlet
+from pinnkit.run.build import build_problem
+from pinnkit.run.config import load_config
+
+TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "flow_channel.yaml"
+NU = 0.05  # configs/tiny/flow_channel.yaml
+
+
+def _poiseuille(x):
+    """The exact flow of the tiny config: u = 4y(1 - y), v = 0, and the pressure that
+    balances the viscous force, p_x = nu u_yy = -8 nu, zero at the outflow x = 2 (the
+    do-nothing condition there: nu u_x - p = 0 with u_x = 0)."""
+    return jnp.stack([4 * x[1] * (1 - x[1]), 0 * x[0], 8 * NU * (2 - x[0])])
+
+
+def _batch(problem, n=128):
+    return {k: problem.domain.sample(jax.random.key(i), n, t.where, jnp.float64)
+            for i, (k, t) in enumerate(sorted(problem.terms.items()))}
+
+
+def test_poiseuille_zeroes_every_term_and_a_wrong_pressure_does_not(x64):
+    p = build_problem(load_config(TINY, ["problem.params.fem_reference=false",
+                                         "network.hard_constraint=false"]))
+    assert set(p.terms) == {"momentum", "continuity", "inlet", "walls", "outlet"}
+    assert p.gauge_map == {}  # an outflow fixes the pressure's constant
+    batch = _batch(p)
+    res = p.residuals(_poiseuille, p.coeffs, batch, Autodiff())
+    # O(1) fields in float64: what is left is rounding (~1e-15)
+    assert all(float(jnp.max(jnp.abs(r))) < 1e-10 for r in res.values()), res
+    # a constant added to p changes nothing inside but violates the do-nothing outflow
+    shifted = lambda x: _poiseuille(x) + jnp.array([0.0, 0.0, 0.1])  # noqa: E731
+    res = p.residuals(shifted, p.coeffs, batch, Autodiff())
+    assert float(jnp.max(jnp.abs(res["momentum"]))) < 1e-10
+    assert float(jnp.min(jnp.abs(res["outlet"][..., 0]))) == pytest.approx(0.1, rel=1e-9)
+
+
+def test_fem_reference_of_poiseuille_flow_is_exact(tmp_path, monkeypatch):
+    pytest.importorskip("ngsolve", reason="the fem extra (NGSolve) is not installed")
+    from pinnkit.run.metrics import evaluate
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    p = build_problem(load_config(TINY))
+    pts = np.random.default_rng(0).uniform([0, 0], [2, 1], (200, 2))
+    ref = p.reference.host(pts)
+    exact = np.asarray(jax.vmap(_poiseuille)(jnp.asarray(pts)))
+    # P2 velocity and P1 pressure hold the quadratic u and linear p exactly: what is left
+    # is the linear solves' rounding (measured 5e-8), far below what the coarse mesh
+    # (h = 0.25) would give a flow it cannot represent (~h^2 = 6e-2)
+    rel = [np.linalg.norm(ref[:, i] - exact[:, i]) / np.linalg.norm(exact[:, i]) for i in (0, 2)]
+    assert max(rel) < 1e-6 and np.max(np.abs(ref[:, 1])) < 1e-6, rel
+    # the run's field errors (what summary.json gets) of the exact flow are ~0 (the float32
+    # evaluation grid: ~6e-8); v's reference is rounding, so only its max error counts
+    errors, _ = evaluate(jax.jit(_poiseuille), p, resolution=21)
+    assert errors["rel_l2"]["u"] < 1e-6 and errors["rel_l2"]["p"] < 1e-6, errors
+    assert errors["linf"]["v"] < 1e-6, errors
+
+
+def test_closed_flow_compares_the_pressure_less_its_mean():
+    # the velocity on every boundary: the pressure is fixed only up to a constant
+    both = "{inlet: [4*y*(1-y), 0], walls: 0, outlet: [4*y*(1-y), 0]}"
+    cfg = load_config(TINY, ["problem.params.fem_reference=false", "network.hard_constraint=false",
+                             f"problem.params.velocity={both}"])
+    p = build_problem(cfg)
+    assert p.gauge_map == {"p": "mean"} and isinstance(p.terms["outlet"], Dirichlet)
+
+
+def test_host_function_matches_point_function(x64):
+    r = Resolver(Symbols(("x", "y"), ("x", "y"), (), {"a": 1.5}, {"s": "tanh(x/0.3)"}, key="t"))
+    exprs = ["a*sin(pi*x)*exp(-y) + s*s", "sqrt(1 + x**2)*cos(y) - log(2 + y)/cosh(x)",
+             "min(x, y) + max(x, 0.5) + abs(x - y) + atan2(y, x) + heaviside(x - 0.5)",
+             "sinh(x)*y**3 + tan(0.3*y) + arctan(x) + sign(y - 0.2)"]
+    comps = r.components(exprs, "t", fields_allowed=False)
+    pts = np.random.default_rng(1).uniform(-1, 1, (64, 2))
+    host = np.stack([np.broadcast_to(np.asarray(c, np.float64), (64,))
+                     for c in host_function(comps, ("x", "y"), {"a": 1.5})(pts[:, 0], pts[:, 1], np)], 1)
+    jaxed = np.asarray(jax.vmap(point_function(comps, ("x", "y"), {"a": 1.5}))(jnp.asarray(pts)))
+    np.testing.assert_allclose(host, jaxed, rtol=1e-13, atol=1e-13)
+    # no tanh in the namespace: sinh / cosh instead
+    m = type("M", (), {k: staticmethod(getattr(np, k)) for k in ("sinh", "cosh")})
+    def host(text, m):
+        return host_function(r.components([text], "t", fields_allowed=False), ("x", "y"), {})(*pts.T, m)
+
+    (v,) = host("tanh(x)", m)
+    np.testing.assert_allclose(v, np.tanh(pts[:, 0]), rtol=1e-14)
+    with pytest.raises(KeyError, match="abs"):  # a namespace without the function
+        host("abs(x)", m)
+
+
+BAD = {
+    "unknown boundary": (["problem.params.velocity.sides=0"], "velocity.sides: the domain has no boundary"),
+    "nu and Re": (["problem.params.Re=20"], "exactly one of nu"),
+    "neither": (["problem.params.nu=null"], "exactly one of nu"),
+    "nu <= 0": (["problem.params.nu=0"], "must be finite and > 0"),
+    "3-D": (["problem.params.domain={box: {lower: [0, 0, 0], upper: [1, 1, 1]}}"], "steady and 2-D"),
+    "no FEM function": (["problem.params.velocity.inlet=[abs(4*y*(1 - y)), 0]"],
+                        "'abs' has no finite-element counterpart"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_exits_2_with_one_paragraph(case, tmp_path, monkeypatch, capsys):
+    from pinnkit.cli.main import main
+
+    if case == "no FEM function":
+        pytest.importorskip("ngsolve", reason="the fem extra (NGSolve) is not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    sets, text = BAD[case]
+    args = ["train", str(TINY), "--out", str(tmp_path / "run"), "--quiet", "--no-plots"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert text in " ".join(err.split()), err
+    assert "Traceback" not in err and "\n\n" not in err.strip(), err
