@@ -15,18 +15,22 @@ FILE`` writes the rows. On a shared machine the CPU seconds are the figure to co
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def first_chunk(config: str, cache: str | None) -> dict:
+def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
     """In this process: build ``config``'s run and compile its first chunk."""
     from pinnkit.cli import jaxsetup
 
@@ -67,15 +71,60 @@ def first_chunk(config: str, cache: str | None) -> dict:
     args = (nan_loss(run.dtype),) if ph.stops_early else ()
     fn = make_chunk(loss, ph, n, train_key(run), run=run)
     c0, w0 = time.process_time(), time.perf_counter()
-    compiled = fn.lower(arrays, state, *args).compile()
+    lowered = fn.lower(arrays, state, *args)
+    c1 = time.process_time()
+    text = lowered.as_text()
+    row = {"config": config, "phase": ph.kind, "steps": n, "lower_cpu_s": round(c1 - c0, 2),
+           "stablehlo_lines": text.count("\n"),
+           "stablehlo_sha1": hashlib.sha1(text.encode()).hexdigest()[:12]}
+    if where:  # no compilation: where the traced program's equations come from
+        return row | {"where": _where(fn, (arrays, state, *args), where)}
+    compiled = lowered.compile()
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     text = compiled.compiled.as_text() if hasattr(compiled, "compiled") else compiled.as_text()
-    return {"config": config, "phase": ph.kind, "steps": n, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "instructions": sum(1 for line in text.splitlines() if " = " in line)}
+    lines = [line for line in text.splitlines() if " = " in line]
+    return row | {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "instructions": len(lines)}
 
 
-def _child(config: str, cache: str | None) -> dict:
+def _where(fn, args, top: int) -> list[tuple[str, int]]:
+    """The ``top`` pinnkit source lines (innermost pinnkit frame of each equation's
+    traceback) with the most jaxpr equations in ``fn``'s program, sub-programs included."""
+    import jax
+    from jax._src import core, source_info_util
+
+    counts: dict[str, int] = {}
+
+    def subs(v):
+        if isinstance(v, core.ClosedJaxpr):
+            yield v.jaxpr
+        elif isinstance(v, core.Jaxpr):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            for w in v:
+                yield from subs(w)
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            inner = [j for v in eqn.params.values() for j in subs(v)]
+            for j in inner:
+                walk(j)
+            if inner:
+                continue
+            key = "(no pinnkit frame)"
+            for f in source_info_util.user_frames(eqn.source_info.traceback):
+                if "/pinnkit/" in f.file_name:
+                    key = f"{f.file_name.split('/pinnkit/')[-1]}:{f.start_line} ({f.function_name})"
+                    break
+            counts[key] = counts.get(key, 0) + 1
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return [("(all equations)", sum(counts.values()))] + sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+
+
+def _child(config: str, cache: str | None, core: int | None) -> dict:
     cmd = [sys.executable, __file__, "--child", config] + (["--cache", cache] if cache else [])
+    if core is not None:
+        cmd = ["taskset", "-c", str(core)] + cmd
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("JAX_COMPILATION_CACHE") and k != "PINNKIT_JAX_CACHE"}
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**env, "JAX_PLATFORMS": "cpu"})
@@ -84,35 +133,104 @@ def _child(config: str, cache: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _measure(config: str, cold_only: bool, core: int | None) -> dict:
+    """Cold, then cached on the same new cache folder, both on ``core``."""
+    with tempfile.TemporaryDirectory(prefix="pinnkit-bench-cache-") as cache:
+        cold = _child(config, None if cold_only else cache, core)
+        warm = None if cold_only or "error" in cold else _child(config, cache, core)
+    return {"config": config, "cold": cold, "cached": warm}
+
+
+def _line(row: dict) -> str:
+    cold, warm = row["cold"], row["cached"]
+    if "error" in cold:
+        return f"{row['config']}: failed: {cold['error']}"
+    line = (f"{row['config']}: {cold['phase']} {cold['steps']}-step chunk, "
+            f"{cold['instructions']} instructions; "
+            f"cold {cold['cpu_s']:.1f} s CPU ({cold['wall_s']:.1f} s wall)")
+    if warm is not None and "error" not in warm:
+        line += f"; cached {warm['cpu_s']:.1f} s CPU ({warm['wall_s']:.1f} s wall)"
+    return line
+
+
+def table(before: list[dict], after: list[dict] | None = None, limit: float = 30.0) -> str:
+    """A markdown table of one run's rows, or of two (``before``, ``after``) by config."""
+    def cells(row):
+        if row is None or "error" in row["cold"]:
+            return ["failed" if row else "", "", ""]
+        c, w = row["cold"], row["cached"]
+        cold = f"{c['cpu_s']:.1f}" + (" **(> 30)**" if c["cpu_s"] > limit else "")
+        return [f"{c['instructions']:,}".replace(",", " "), cold,
+                "" if not w or "error" in w else f"{w['cpu_s']:.1f}"]
+
+    by = {r["config"]: r for r in after or []}
+    head = ["config", "phase, steps", "instructions", "cold CPU s", "cached CPU s"]
+    if after is not None:
+        head = ["config", "phase, steps", "instructions before", "cold CPU s before", "cached CPU s before",
+                "instructions after", "cold CPU s after", "cached CPU s after"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in before:
+        c = row["cold"]
+        phase = "" if "error" in c else f"{c['phase']}, {c['steps']}"
+        rest = cells(row) + (cells(by.get(row["config"])) if after is not None else [])
+        out.append(f"| `{row['config']}` | {phase} | " + " | ".join(rest) + " |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("configs", nargs="*")
-    p.add_argument("--json", help="write the rows to this file")
+    p.add_argument("--json", help="write the rows to this file (rewritten after each config)")
     p.add_argument("--no-cache", action="store_true", help="cold only")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="configs measured at a time, each pinned to its own core of this process' "
+                        "affinity mask (default 1: the first core)")
+    p.add_argument("--table", nargs="+", metavar="JSON",
+                   help="print the markdown table of one --json file, or of two (before, after)")
+    p.add_argument("--where", type=int, default=0, metavar="N",
+                   help="one process, cold, no cache: also print the N pinnkit source lines "
+                        "with the most jaxpr equations")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--cache", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         print(json.dumps(first_chunk(a.child, a.cache)))
         return 0
+    if a.table:
+        runs = [json.loads(Path(f).read_text()) for f in a.table]
+        print(table(runs[0], runs[1] if len(runs) > 1 else None))
+        return 0
+    if a.where:
+        for config in a.configs:
+            row = first_chunk(config, None, a.where)
+            print(json.dumps({k: v for k, v in row.items() if k != "where"}))
+            for src, n in row["where"]:
+                print(f"{n:8d}  {src}")
+        return 0
     configs = a.configs or sorted(str(c.relative_to(ROOT)) for d in ("configs", "configs/tiny")
                                   for c in (ROOT / d).glob("*.yaml"))
-    rows = []
-    for config in configs:
-        with tempfile.TemporaryDirectory(prefix="pinnkit-bench-cache-") as cache:
-            cold = _child(config, None if a.no_cache else cache)
-            warm = None if a.no_cache or "error" in cold else _child(config, cache)
-        rows.append({"config": config, "cold": cold, "cached": warm})
-        if "error" in cold:
-            print(f"{config}: failed: {cold['error']}", flush=True)
-            continue
-        line = (f"{config}: {cold['phase']} {cold['steps']}-step chunk, {cold['instructions']} instructions; "
-                f"cold {cold['cpu_s']:.1f} s CPU ({cold['wall_s']:.1f} s wall)")
-        if warm is not None and "error" not in warm:
-            line += f"; cached {warm['cpu_s']:.1f} s CPU ({warm['wall_s']:.1f} s wall)"
-        print(line, flush=True)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
+    cores = sorted(os.sched_getaffinity(0))[: max(a.jobs, 1)]
+    free: queue.Queue = queue.Queue()
+    for core in cores:
+        free.put(core)
+    done: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def work(config: str) -> None:
+        core = free.get()
+        try:
+            row = _measure(config, a.no_cache, core)
+        finally:
+            free.put(core)
+        with lock:
+            done[config] = row
+            print(_line(row), flush=True)
+            if a.json:
+                rows = [done[c] for c in configs if c in done]
+                Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
+
+    with ThreadPoolExecutor(len(cores)) as pool:
+        list(pool.map(work, configs))
     return 0
 
 

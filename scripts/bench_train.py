@@ -24,13 +24,26 @@ then timed ``--repeats`` times, and the median is reported. Beside the rates, XL
 figures of one compiled step (a chunk of 1): FLOPs by its cost analysis, the number of
 fusions in the ENTRY computation (kernels per step) and the temporaries' bytes.
 
+With ``PEER_VENVS`` set (the venvs of the peer harness, ``../shared/peers/setup_venvs.sh``;
+``PEERS_DIR``: the harness' folder, default ``shared/peers`` beside the checkout or one above), each
+problem's DeepXDE-PyTorch run (`deepxde_run.py`, ``--peer-steps`` Adam steps, one torch
+thread) is started as a child process on the same core, and its CPU steps/s (steps after
+the first over the training call's CPU seconds, as the harness records them) replace the
+recorded figure in the ``× fastest peer`` column. The *roofline* row is a plain
+float32 matmul (``--roofline-n`` cubed, a chain of them in one compiled scan) on the same
+core: its GFLOP/s, divided by a step's FLOPs, is the steps/s a step made only of such
+matmuls would reach; ``× roofline`` is each row's CPU rate over it.
+
     taskset -c 1 python scripts/bench_train.py [--problems P1,P2,P3] [--methods taylor,...]
 """
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
@@ -182,6 +195,43 @@ def measure(name: str, fn, one_step, args, chunk: int, repeats: int, figures: bo
     return row
 
 
+def roofline(n: int, repeats: int) -> float:
+    """CPU GFLOP/s of a chain of 8 float32 ``(n, n) @ (n, n)`` matmuls in one compiled scan."""
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32) / n**0.5
+
+    @jax.jit
+    def chain(a):
+        return jax.lax.scan(lambda c, _: (jnp.tanh(c @ a), None), a, None, length=8)[0]
+
+    cpu = timed(chain, (a,), 8, repeats)[1]  # "steps" = matmuls
+    return cpu * 2 * n**3 / 1e9
+
+
+def deepxde_torch(problem: str, steps: int) -> dict | None:
+    """DeepXDE-PyTorch's rates on ``problem`` from the peer harness, run here as a child
+    (same core, one thread); None when ``PEER_VENVS`` is unset."""
+    venvs = os.environ.get("PEER_VENVS")
+    if not venvs:
+        return None
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    near = [os.path.join(here, *[".."] * k, "shared", "peers") for k in (1, 2)]  # checkout, worktree
+    peers = os.environ.get("PEERS_DIR") or next((d for d in near if os.path.isdir(d)), near[0])
+    with tempfile.TemporaryDirectory(prefix="pinnkit-peer-") as out:
+        env = dict(os.environ, DDE_BACKEND="pytorch", PEERS_RESULTS=out, PEER_STEPS=str(steps),
+                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        cmd = [os.path.join(venvs, "deepxde", "bin", "python"), "deepxde_run.py",
+               "--problem", problem, "--steps", str(steps)]
+        done = subprocess.run(cmd, cwd=peers, env=env, capture_output=True, text=True)
+        path = os.path.join(out, f"deepxde_torch_{problem}.json")
+        if done.returncode != 0 or not os.path.exists(path):
+            print(f"{problem}: DeepXDE-PyTorch failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+            return None
+        res = json.load(open(path))
+    n = res["steps"] - 1  # the harness leaves the first step out of train_s / train_cpu_s
+    return {"name": "DeepXDE-PyTorch (peer harness)", "wall": n / res["train_s"],
+            "cpu": n / res["train_cpu_s"]}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--problems", default="P1,P2,P3")
@@ -189,12 +239,20 @@ def main(argv=None):
     ap.add_argument("--chunk", type=int, default=50, help="steps per compiled chunk")
     ap.add_argument("--repeats", type=int, default=5, help="timed chunks (median reported)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the plain-JAX P1 baseline")
+    ap.add_argument("--peer-steps", type=int, default=300, help="DeepXDE-PyTorch steps (PEER_VENVS)")
+    ap.add_argument("--roofline-n", type=int, default=1024, help="matmul size of the roofline row")
     ap.add_argument("--no-figures", action="store_true",
                     help="skip the FLOPs / fusions / memory of one compiled step")
     args = ap.parse_args(argv)
     figures = not args.no_figures
-    rows = []
+    rows, peers = [], {}
+    gflops = roofline(args.roofline_n, args.repeats)
+    print(f"roofline: float32 {args.roofline_n}^3 matmul, {gflops:.1f} GFLOP/s (CPU time)", flush=True)
     for prob in args.problems.split(","):
+        peer = deepxde_torch(prob, args.peer_steps)
+        if peer is not None:
+            peers[prob] = peer["cpu"]
+            rows.append((prob, peer, None))
         print(f"{prob}: floor loss vs pinnkit loss, relative difference {check_floor(prob):.1e}",
               flush=True)
         steps, fargs = floor_step(prob, args.chunk)
@@ -213,14 +271,20 @@ def main(argv=None):
     print(f"\npeer protocols, chunk {args.chunk}, median of {args.repeats}, 1 XLA thread, "
           f"jax {jax.__version__}, load average {os.getloadavg()[0]:.1f}; figures of one "
           "compiled step\n")
+    peer_note = ("DeepXDE-PyTorch measured in this run" if peers
+                 else "the fastest peer's recorded CPU rate (PEER_VENVS unset)")
+    print(f"× fastest peer: against {peer_note}; × roofline: CPU steps/s over {gflops:.1f} GFLOP/s "
+          "divided by the step's FLOPs\n")
     print("| problem | implementation | wall steps/s | CPU steps/s | × floor (CPU) "
-          "| × fastest peer (CPU) | GFLOP | top-level fusions | temp MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| × fastest peer (CPU) | × roofline | GFLOP | top-level fusions | temp MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for prob, r, floor in rows:
-        fig = (f"{r['flops'] / 1e9:.3f} | {r['fusions']} | {r['temp_mib']:.1f}" if figures
-               else "— | — | —")
-        print(f"| {prob} | {r['name']} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['cpu'] / floor['cpu']:.2f} "
-              f"| {r['cpu'] / PEERS[prob]:.2f} | {fig} |")
+        has = figures and "flops" in r
+        fig = f"{r['flops'] / 1e9:.3f} | {r['fusions']} | {r['temp_mib']:.1f}" if has else "— | — | —"
+        roof = f"{r['cpu'] * r['flops'] / 1e9 / gflops:.2f}" if has else "—"
+        to_floor = f"{r['cpu'] / floor['cpu']:.2f}" if floor is not None else "—"
+        print(f"| {prob} | {r['name']} | {r['wall']:.1f} | {r['cpu']:.1f} | {to_floor} "
+              f"| {r['cpu'] / peers.get(prob, PEERS[prob]):.2f} | {roof} | {fig} |")
     return 0
 
 
