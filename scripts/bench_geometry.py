@@ -3,6 +3,7 @@
 
     taskset -c 1 .venv/bin/python scripts/bench_geometry.py [--quick]
     taskset -c 1 .venv/bin/python scripts/bench_geometry.py --build [--timeout 60]
+    taskset -c 1 .venv/bin/python scripts/bench_geometry.py --mesh [--sizes 10000,100000]
 
 CPU seconds (`time.process_time`) per call after a warm-up (compile excluded), best of
 ``--repeat``. The step-share line compares one Adam step (loss and gradient, Taylor
@@ -19,6 +20,14 @@ points of the interior and of the boundary once (jit: traced, compiled, run) and
 row runs in a fresh process (JAX and scipy imported before the clock starts); a row
 that has used ``--timeout`` CPU seconds is stopped and reported as such, a refused one
 with its first words.
+
+``--mesh`` compares mesh query backends on tori of 10^4 and 10^5 triangles: signed
+distance queries/s on 2*10^5 points uniform in the bounding box (Warp's BVH, exact and
+clamped at the hard constraint's reach; libigl's AABB tree and fcpw's BVH where those
+packages are importable; trimesh's R-tree and the jnp brute force on fewer points), the
+max difference to the float64 brute force on 10^3 of them, the inside test, interior
+sampling points/s (per step in jit and a fixed set on the host) and the smooth distance
+function of `pinnkit.geometry.mesh_adf` in jit.
 """
 
 from __future__ import annotations
@@ -91,6 +100,117 @@ def mesh_host_rows(mesh, n, repeat):
     return [("mesh", "inside test", "host (trimesh rays, R-tree)", n, None, n / t_in),
             ("mesh", "signed distance", "host (trimesh, R-tree)", n, None, n / t_sd),
             ("mesh", "signed distance", "jnp brute force O(T)", n, None, n / t_j)]
+
+
+def _brute(mesh, x):
+    """Float64 signed distance by the O(T) jnp path (the reference)."""
+    ref = TriangleMeshJax(mesh)
+    with jax.enable_x64(True):
+        sd = jax.jit(lambda x: jax.lax.map(ref.sdf, x, batch_size=16))
+        return np.asarray(sd(jnp.asarray(x, jnp.float64)))
+
+
+def mesh_backend_rows(n_tri: int, n: int, repeat: int):
+    from pinnkit.geometry.mesh_warp import WarpMesh
+
+    mesh = torus(n_tri)
+    tri = mesh.triangles
+    lo, hi = (np.asarray(b) for b in mesh.bbox())
+    x = np.random.default_rng(0).uniform(lo, hi, (n, 3))
+    ref = _brute(mesh, x[:1000])
+    rows = []
+
+    def row(name, fn, pts, err=True):
+        t = cpu_time(lambda: fn(pts), repeat)
+        e = f"{np.abs(np.asarray(fn(x[:1000])) - ref).max():.1e}" if err else ""
+        rows.append((len(tri), name, len(pts) / t, e))
+
+    w = WarpMesh(tri)
+    row("Warp BVH (sign: pseudo-normal)", w.signed_distance, x)
+    reach = mesh.smooth.radius
+    row(f"Warp BVH, clamped at {reach:.2g}", lambda p: w.signed_distance(p, reach), x, err=False)
+    try:
+        import igl
+
+        v, f = tri.reshape(-1, 3), np.arange(tri.size // 3, dtype=np.int64).reshape(-1, 3)
+        typ = igl.SignedDistanceType.SIGNED_DISTANCE_TYPE_PSEUDONORMAL
+        row("libigl AABB (pseudo-normal)", lambda p: igl.signed_distance(p, v, f, sign_type=typ)[0], x)
+    except ImportError:
+        rows.append((len(tri), "libigl: not installed", float("nan"), ""))
+    try:
+        import fcpw
+
+        sc = fcpw.scene_3D()
+        sc.set_object_count(1)
+        sc.set_object_vertices(np.asfortranarray(tri.reshape(-1, 3), np.float32), 0)
+        sc.set_object_triangles(np.asfortranarray(np.arange(tri.size // 3, dtype=np.int32).reshape(-1, 3)), 0)
+        sc.build(fcpw.aggregate_type.bvh_surface_area, True)
+
+        def fc(p):  # unsigned: the batched contains of fcpw 1.2.0 returned 0 for every point here
+            q = np.asfortranarray(p, np.float32)
+            hits = fcpw.interaction_3D_list()
+            sc.find_closest_points(q, np.full(len(q), np.inf, np.float32), hits)
+            return np.fromiter((h.d for h in hits), np.float64, len(q))
+
+        t = cpu_time(lambda: fc(x), repeat)
+        err = f"{np.abs(fc(x[:1000]) - np.abs(ref)).max():.1e} (unsigned)"
+        rows.append((len(tri), "fcpw BVH (unsigned distance)", len(x) / t, err))
+    except ImportError:
+        rows.append((len(tri), "fcpw: not installed", float("nan"), ""))
+    import trimesh
+
+    tm = mesh.trimesh()
+    row("trimesh R-tree", lambda p: -trimesh.proximity.signed_distance(tm, p), x[:2000], err=False)
+    jax_mesh = TriangleMeshJax(mesh)
+    sd = jax.jit(lambda p: jax.lax.map(jax_mesh.sdf, p, batch_size=32))
+    row("jnp brute force O(T) (jit, float32)", lambda p: sd(jnp.asarray(p, jnp.float32)), x[:1000])
+    sdw = jax.jit(jax.vmap(mesh.sdf))
+    row("Warp through jax.pure_callback (jit, float32)", lambda p: sdw(jnp.asarray(p, jnp.float32)), x)
+    row("Warp inside test (ray parity)", w.contains, x, err=False)
+    k = 16384
+    m = mesh.unit_rows(k, "interior")
+    u = jax.random.uniform(jax.random.key(0), (m, 3))
+    f = jax.jit(lambda u: mesh.points(u, "interior", k))
+    rate = k / cpu_time(lambda: f(u), repeat)
+    rows.append((len(tri), "interior sampling, per step (jit, Warp callback), points/s", rate, ""))
+    from pinnkit.geometry.sampling import host_points
+
+    draw = lambda r, mm: np.random.default_rng(r).uniform(size=(mm, 3))  # noqa: E731
+    t = cpu_time(lambda: jnp.asarray(host_points(mesh, "interior", k, draw, np.float32)[0]), repeat)
+    rows.append((len(tri), "interior sampling, fixed set (host), points/s", k / t, ""))
+    try:
+        phi = jax.jit(jax.vmap(mesh.smooth.get()))
+        pin = f(u)
+        name = f"smooth ADF (jit, reach {reach:.2g}, {mesh.smooth.get().width} triangles/cell)"
+        rows.append((len(tri), name, k / cpu_time(lambda: phi(pin), repeat), ""))
+    except ValueError as e:
+        rows.append((len(tri), f"smooth ADF: refused ({str(e)[:60]}...)", float("nan"), ""))
+    return rows
+
+
+class TriangleMeshJax:
+    """The jnp brute-force signed distance of a mesh (whatever its backend)."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+
+    def sdf(self, x):
+        from pinnkit.geometry.mesh import _tri_distance2, _winding
+
+        tri = jnp.asarray(self.mesh.triangles, x.dtype)
+        d2 = jnp.min(_tri_distance2(x, tri))
+        d = jnp.sqrt(jnp.maximum(d2, 0.0))
+        return jnp.where(_winding(x, tri) > 0.5, -d, d)
+
+
+def mesh_table(sizes, n: int, repeat: int) -> None:
+    print(f"Mesh backends: tori, {n} points uniform in the bounding box, CPU s, best of {repeat}")
+    print("| triangles | backend / path | queries/s (CPU) | max abs. error vs float64 brute force "
+          "(1e3 points) |")
+    print("|---|---|---|---|")
+    for n_tri in sizes:
+        for t, name, rate, err in mesh_backend_rows(n_tri, n, repeat):
+            print(f"| {t:,} | {name} | {rate:,.0f} | {err} |", flush=True)
 
 
 def step_share(repeat):
@@ -216,13 +336,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--build", action="store_true", help="build time against vertices/operands")
     ap.add_argument("--timeout", type=float, default=60.0, help="--build: CPU seconds per row")
-    ap.add_argument("--sizes", default="10,100,1000,10000,100000", help="--build: comma-separated")
+    ap.add_argument("--sizes", default=None, help="--build / --mesh: comma-separated sizes")
+    ap.add_argument("--mesh", action="store_true", help="mesh query backends side by side")
     ap.add_argument("--build-one", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.build_one:
         return build_one(a.build_one[0], int(a.build_one[1]))
     if a.build:
-        return build_table(a.timeout, [int(v) for v in a.sizes.split(",")])
+        return build_table(a.timeout, [int(v) for v in (a.sizes or "10,100,1000,10000,100000").split(",")])
+    if a.mesh:
+        return mesh_table([int(v) for v in (a.sizes or "10000,100000").split(",")], 200_000, a.repeat)
     n = 4096 if a.quick else 16384
     n_tri = 2000 if a.quick else 10000
     shape, mesh = csg10(), torus(n_tri)

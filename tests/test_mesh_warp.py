@@ -43,3 +43,10 @@ def test_missing_warp_gives_one_paragraph(monkeypatch):
     with pytest.raises(mesh_warp.MissingBackend, match="pip install") as e:
         mesh_warp.require_warp()
     assert "\n" not in str(e.value)
+    # a mesh falls back to the built-in queries by default, and refuses backend: warp
+    from pinnkit.geometry import TriangleMesh
+
+    t = trimesh.creation.icosphere(subdivisions=1)
+    assert TriangleMesh(t.vertices, t.faces).backend == "jax"
+    with pytest.raises(mesh_warp.MissingBackend, match="pip install"):
+        TriangleMesh(t.vertices, t.faces, backend="warp")

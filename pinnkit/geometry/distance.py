@@ -86,7 +86,15 @@ def r_equiv(phis: Sequence[Scalar]) -> Scalar:
 
 
 def part_adf(part: Part, x: Point) -> Scalar:
-    """ADF of one trimmed part (module docstring)."""
+    """ADF of one trimmed part (module docstring; a mesh: `pinnkit.geometry.mesh_adf`)."""
+    from .mesh import MeshSurface
+
+    if isinstance(part.atom, MeshSurface):
+        if part.trims:
+            raise ValueError("network.hard_constraint: a mesh combined with other shapes (union, "
+                             "intersection, difference) has no distance function here; impose its "
+                             "Dirichlet data as a loss term (network.hard_constraint: false)")
+        return part.frame.scale * part.atom.adf(part.frame.to_local(x))
     f, t = part.level(x)
     for shape, sign, _ in part.trims:
         # the part keeps sign * sdf > 0, i.e. -sign * (signed ADF, > 0 inside) > 0
@@ -185,7 +193,7 @@ class DistanceDirichlet(AbstractHardConstraint):
                     "the boundary one Dirichlet condition per field"
                 )
         x = jax.ShapeDtypeStruct((self.domain.dim,), jnp.float32)
-        for p in dict.fromkeys(self.pieces):  # a mesh raises here: it has no smooth distance
+        for p in dict.fromkeys(self.pieces):  # a CSG with a mesh raises here, or an oversized mesh table
             jax.eval_shape(lambda z, p=p: piece_adf(self.domain, p, z), x)
 
     def lifting(self, x: Point, m: int) -> tuple[Float[Array, " m"], Float[Array, " m"]]:

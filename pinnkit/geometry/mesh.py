@@ -10,17 +10,23 @@ the training step, with cost $O(T)$ per point for $T$ triangles:
 - boundary sampling uniform in area (triangle by area, then barycentric), with the
   face normal of the nearest triangle.
 
-On the host, `TriangleMesh.host_signed_distance` and `host_contains` answer the same
-questions through trimesh with an R-tree spatial index (the ``mesh`` extra installs
-``rtree``), much faster for many points and large meshes (scripts/bench_geometry.py).
-A mesh's distance is not smooth (it has kinks on the medial axis), so distance-function
-hard constraints are not offered on meshes: impose Dirichlet data as a loss term.
+With ``backend="warp"`` (the default ``"auto"`` when ``warp-lang`` is installed: the
+``meshfast`` extra) the same questions go through NVIDIA Warp's BVH
+(`pinnkit.geometry.mesh_warp`): on the host (`host_signed_distance`, `host_contains`,
+evaluation grids, fixed sets) and inside ``jit`` through ``jax.pure_callback`` (the
+interior candidates' inside test, `sdf` with its exact first derivative), $O(\\log T)$
+per point instead of $O(T)$ (scripts/bench_geometry.py ``--mesh``). With
+``backend="jax"`` (or without Warp) the host path is trimesh with an R-tree index.
+
+A mesh's distance is not smooth (it has kinks on the medial axis); hard Dirichlet
+constraints use the smooth approximate distance of `pinnkit.geometry.mesh_adf` instead.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import equinox as eqx
@@ -68,6 +74,7 @@ class MeshSurface(AbstractAtom):
 
     triangles: np.ndarray  # (T, 3, 3), outward (counter-clockwise seen from outside)
     name: str = eqx.field(static=True)
+    smooth: _LazyADF | None = eqx.field(static=True, default=None)
 
     def _areas(self):
         t = self.triangles
@@ -97,8 +104,12 @@ class MeshSurface(AbstractAtom):
         return jnp.where(d2 > 0, jnp.sqrt(jnp.where(d2 > 0, d2, 1.0)), 0.0)
 
     def level(self, y):
-        raise ValueError("a triangle mesh has no smooth distance function: impose Dirichlet "
-                         "data on a mesh as a loss term, not with network.hard_constraint")
+        raise ValueError("a triangle mesh's distance function is pinnkit.geometry.mesh_adf's "
+                         "(per triangle), not a level function")
+
+    def adf(self, y):
+        """The smooth approximate distance of `pinnkit.geometry.mesh_adf` at ``y`` (3,)."""
+        return self.smooth.get()(y)
 
 
 class TriangleMesh(AbstractShape):
@@ -116,8 +127,12 @@ class TriangleMesh(AbstractShape):
     labels: tuple[str, ...] = eqx.field(static=True)
     coords: tuple[str, ...] = eqx.field(static=True)
     volume: float = eqx.field(static=True)
+    backend: str = eqx.field(static=True)
+    bvh: _LazyBVH | None = eqx.field(static=True)
+    smooth: _LazyADF = eqx.field(static=True)
 
-    def __init__(self, vertices, faces, name=None, names: Mapping | None = None, coords=("x", "y", "z")):
+    def __init__(self, vertices, faces, name=None, names: Mapping | None = None, coords=("x", "y", "z"),
+                 backend: str = "auto", adf_radius: float | None = None):
         import trimesh
 
         vertices = np.asarray(vertices, np.float64)
@@ -130,11 +145,23 @@ class TriangleMesh(AbstractShape):
         self.volume = float(m.volume)
         self.labels = relabel(("surface",), name, names, "mesh")
         self.coords = tuple(coords)
+        self.backend = resolve_backend(backend)
+        self.bvh = _LazyBVH(self.triangles) if self.backend == "warp" else None
+        t = self.triangles.reshape(-1, 3)
+        if adf_radius is None:
+            adf_radius = 0.25 * float((t.max(0) - t.min(0)).min())
+        if not (isinstance(adf_radius, (int, float)) and math.isfinite(adf_radius) and adf_radius > 0):
+            raise ValueError(f"mesh adf_radius must be a number > 0 (the reach of the smooth distance "
+                             f"function used by network.hard_constraint): actual={adf_radius!r}")
+        self.smooth = _LazyADF(self.triangles, float(adf_radius))
 
     @staticmethod
-    def from_file(path, scale: float = 1.0, name=None, names=None, coords=("x", "y", "z")) -> TriangleMesh:
+    def from_file(path, scale: float = 1.0, name=None, names=None, coords=("x", "y", "z"),
+                  backend: str = "auto", adf_radius: float | None = None) -> TriangleMesh:
         """Reads ``path`` (any format trimesh reads: STL, OBJ, PLY, OFF...), scaled by ``scale``."""
         import trimesh
+
+        resolve_backend(backend)  # a bad or missing backend before reading the file
 
         path = Path(path)
         if not path.is_file():
@@ -165,7 +192,7 @@ class TriangleMesh(AbstractShape):
         check_coordinates(np.asarray(m.vertices) * scale, f"{what} scaled by {scale:g}")
         m = trimesh.Trimesh(m.vertices, m.faces, process=True)  # what trimesh.load would give
         check_solid(m, what)
-        return TriangleMesh(np.asarray(m.vertices) * scale, m.faces, name, names, coords)
+        return TriangleMesh(np.asarray(m.vertices) * scale, m.faces, name, names, coords, backend, adf_radius)
 
     def trimesh(self):
         """The mesh as a ``trimesh.Trimesh`` (host-side queries)."""
@@ -182,18 +209,23 @@ class TriangleMesh(AbstractShape):
         return _winding(x, self._tri(x.dtype))
 
     def sdf(self, x):
+        if self.backend == "warp":
+            return _bvh_sdf(self.bvh, x)
         d2 = jnp.min(_tri_distance2(x, self._tri(x.dtype)))
         d = jnp.where(d2 > 0, jnp.sqrt(jnp.where(d2 > 0, d2, 1.0)), 0.0)
         return jnp.where(self.winding(x) > 0.5, -d, d)
 
     def parts(self):
-        return (Part(MeshSurface(self.triangles, "surface"), self.labels[0], Frame.identity(3)),)
+        return (Part(MeshSurface(self.triangles, "surface", self.smooth), self.labels[0], Frame.identity(3)),)
 
     def candidates(self, u, piece):
         if piece != "interior":
             return super().candidates(u, piece)
         lo, hi = (jnp.asarray(b, u.dtype)[None, :] for b in self.bbox())
         x = lo + u * (hi - lo)
+        if self.backend == "warp":  # ray parity through the BVH, on the host
+            shape = jax.ShapeDtypeStruct(x.shape[:-1], jnp.bool_)
+            return x, jax.pure_callback(self.bvh.contains, shape, x, vmap_method="expand_dims")
         w = jax.lax.map(self.winding, x, batch_size=_CHUNK)  # the sign alone: no distances
         return x, w > 0.5
 
@@ -208,14 +240,103 @@ class TriangleMesh(AbstractShape):
         return self.host_contains(points)  # evaluation grids: the spatial index, not O(T) per point
 
     def host_contains(self, points) -> np.ndarray:
-        """Inside test on the host (trimesh ray tests with its spatial index)."""
+        """Inside test on the host (Warp's BVH, else trimesh ray tests with its R-tree)."""
+        if self.backend == "warp":
+            return self.bvh.contains(points)
         return np.asarray(self.trimesh().contains(np.asarray(points, np.float64)))
 
     def host_signed_distance(self, points) -> np.ndarray:
-        """Signed distance (negative inside) on the host (trimesh proximity, R-tree)."""
+        """Signed distance (negative inside) on the host (Warp's BVH, else trimesh
+        proximity with its R-tree)."""
+        if self.backend == "warp":
+            return self.bvh.signed_distance(points)
         import trimesh
 
         return -trimesh.proximity.signed_distance(self.trimesh(), np.asarray(points, np.float64))
+
+
+BACKENDS = ("auto", "warp", "jax")
+
+
+def resolve_backend(backend: str) -> str:
+    """``"warp"`` or ``"jax"``: ``"auto"`` is Warp where ``warp-lang`` imports, else JAX;
+    ``"warp"`` without it raises `pinnkit.geometry.mesh_warp.MissingBackend` (one paragraph)."""
+    from . import mesh_warp
+
+    if backend not in BACKENDS:
+        raise ValueError(f"mesh backend must be one of {list(BACKENDS)}: actual={backend!r} "
+                         "('warp': NVIDIA Warp's BVH, 'jax': the built-in O(triangles) queries)")
+    if backend == "auto":
+        return "warp" if mesh_warp.warp_available() else "jax"
+    if backend == "warp":
+        mesh_warp.require_warp()
+    return backend
+
+
+class _LazyBVH:
+    """Warp's BVH over ``triangles``, built on first use (hashed by identity: a static
+    field of the mesh). The callbacks take and return NumPy arrays of any leading shape."""
+
+    def __init__(self, triangles: np.ndarray):
+        self.triangles = triangles
+        self._mesh = None
+
+    def get(self):
+        if self._mesh is None:
+            from .mesh_warp import WarpMesh
+
+            self._mesh = WarpMesh(self.triangles)
+        return self._mesh
+
+    def contains(self, x) -> np.ndarray:
+        x = np.asarray(x)
+        return self.get().contains(x).reshape(x.shape[:-1])
+
+    def signed_distance(self, x) -> np.ndarray:
+        x = np.asarray(x)
+        return self.get().signed_distance(x).reshape(x.shape[:-1])
+
+    def distance_and_gradient(self, x):
+        """(signed distance, its gradient $\\pm(x - c)/|x - c|$, c the closest point)."""
+        x = np.asarray(x)
+        d, c, n = self.get().query(x)
+        r = x.reshape(-1, 3) - c
+        norm = np.linalg.norm(r, axis=1, keepdims=True)
+        # on the surface (|x - c| = 0) the gradient is the face normal
+        g = np.where(norm > 0, np.sign(d)[:, None] * r / np.where(norm > 0, norm, 1.0), n)
+        return (d.reshape(x.shape[:-1]).astype(x.dtype), g.reshape(x.shape).astype(x.dtype))
+
+
+class _LazyADF:
+    """`pinnkit.geometry.mesh_adf.MeshADF` of ``triangles``, built on first use (its
+    table takes a second; only hard constraints need it)."""
+
+    def __init__(self, triangles: np.ndarray, radius: float):
+        self.triangles, self.radius = triangles, radius
+        self._adf = None
+
+    def get(self):
+        if self._adf is None:
+            from .mesh_adf import MeshADF
+
+            self._adf = MeshADF(self.triangles, self.radius)
+        return self._adf
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _bvh_sdf(bvh: _LazyBVH, x):
+    """Signed distance through the BVH (a host callback); first derivative exact, the
+    higher ones zero (the callback has no curvature)."""
+    shape = (jax.ShapeDtypeStruct(x.shape[:-1], x.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype))
+    return jax.pure_callback(bvh.distance_and_gradient, shape, x, vmap_method="expand_dims")[0]
+
+
+@_bvh_sdf.defjvp
+def _bvh_sdf_jvp(bvh, primals, tangents):
+    (x,), (dx,) = primals, tangents
+    shape = (jax.ShapeDtypeStruct(x.shape[:-1], x.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype))
+    d, g = jax.pure_callback(bvh.distance_and_gradient, shape, x, vmap_method="expand_dims")
+    return d, jnp.sum(jax.lax.stop_gradient(g) * dx, axis=-1)
 
 
 # Coordinates above this are refused: squared distances and the winding number's triple

@@ -337,7 +337,7 @@ def expression(
                                      tuple(s[3] for s in shaped))
             enforced = tuple(s[0] for s in shaped)
             hard_outputs = shaped[0][2]
-        except ValueError as e:  # overlapping pieces, or a mesh (no smooth distance): loss terms only
+        except ValueError as e:  # overlapping pieces, a mesh in a CSG: loss terms only
             if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
                 raise
             hard = None

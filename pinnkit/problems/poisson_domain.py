@@ -17,7 +17,6 @@ import numpy as np
 from ..expr import Resolver, Symbols, point_function
 from ..geometry.config import build_domain
 from ..geometry.distance import DistanceDirichlet
-from ..geometry.mesh import TriangleMesh
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation
 
@@ -53,7 +52,8 @@ def poisson_domain(domain: Mapping, exact: str, boundary_value: str | float | No
     working directory (`pinnkit.geometry.config.resolve_files`).
 
     ``network.hard_constraint: true`` imposes $u = g$ exactly through the shape's distance
-    function (`pinnkit.geometry.DistanceDirichlet`); not on a triangle mesh. At re-entrant
+    function (`pinnkit.geometry.DistanceDirichlet`; on a triangle mesh the smooth distance of
+    `pinnkit.geometry.mesh_adf`). At re-entrant
     corners a loss term is often the better choice (docs/geometry.md, measured).
     """
     dom = build_domain(domain, f"{KEY}.domain")
@@ -76,10 +76,8 @@ def poisson_domain(domain: Mapping, exact: str, boundary_value: str | float | No
     def pde(f, c):
         return -c["k"] * f.laplacian("u") - src(f.point)
 
-    hard = None
-    if not isinstance(dom, TriangleMesh):
-        value = None if zero else (lambda x: jnp.atleast_1d(g(x)))
-        hard = DistanceDirichlet(dom, ("boundary",), ((0,),), (value,))
+    value = None if zero else (lambda x: jnp.atleast_1d(g(x)))
+    hard = DistanceDirichlet(dom, ("boundary",), ((0,),), (value,))
     return Problem(
         dom, ("u",), {"pde": Equation(pde), "boundary": Dirichlet("boundary", target=g)},
         coeffs={"k": float(k)}, reference=lambda x: jnp.atleast_1d(ref(x)),
