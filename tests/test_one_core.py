@@ -30,6 +30,8 @@ PARAMS = {
         "problem"]["params"],
     "poisson_domain": yaml.safe_load((ROOT / "configs/tiny/poisson_hole.yaml").read_text())[
         "problem"]["params"],
+    "incompressible_flow": yaml.safe_load((ROOT / "configs/tiny/flow_channel.yaml").read_text())[
+        "problem"]["params"],
     "periodic_flow": {"nu": 0.01, "T": 0.5, "n": 16, "n_times": 5},
     "williamson6": {"days": 0.25, "reference_truncation": 42, "reference_dt_s": 1200.0},
 }

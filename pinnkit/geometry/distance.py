@@ -47,32 +47,11 @@ from ..diffops import jets
 from . import batched
 from .base import AbstractShape, Part, all_parts
 from .domains import AbstractDomain, SpaceTime
+from .rfunctions import r_and, trimmed
 
 # The distance function of a CSG part is trimmed by the signed distance of each operand it
 # was combined with, and those are traced one by one: a union of n shapes costs n(n-1).
 MAX_TRIM_PAIRS = 2000
-
-
-def _sqrt(s: Scalar) -> Scalar:
-    pos = s > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, s, 1.0)), 0.0)
-
-
-def trimmed(f: Scalar, t: Scalar | None) -> Scalar:
-    """The ADF of a trimmed surface: $\\sqrt{f^2 + \\rho^2}$, $\\rho = (\\sqrt{t^2+f^4}-t)/2$
-    (written $f^4 / (2(\\sqrt{t^2+f^4}+t))$ for $t > 0$: no cancellation); $|f|$ untrimmed."""
-    if t is None:
-        return jnp.abs(f)
-    f4 = f**4
-    root = _sqrt(t * t + f4)
-    pos = t > 0
-    rho = jnp.where(pos, f4 / (2.0 * jnp.where(pos, root + t, 1.0)), 0.5 * (root - t))
-    return _sqrt(f * f + rho * rho)
-
-
-def r_and(a: Scalar, b: Scalar) -> Scalar:
-    """R-conjunction $a + b - \\sqrt{a^2 + b^2}$: $\\ge 0$ iff both are."""
-    return a + b - _sqrt(a * a + b * b)
 
 
 def r_equiv(phis: Sequence[Scalar]) -> Scalar:

@@ -52,7 +52,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..errors import ConfigError
-from .distance import r_and, trimmed
+from .rfunctions import r_and, trimmed
 
 Q = 2  # the blend's exponent (first-order normalisation needs q > 1; larger q is min-like)
 Q_FAR = 2  # the far value's: a gentle saturation towards R (curvature ~ 2/R, not q/R)

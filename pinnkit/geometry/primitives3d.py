@@ -73,7 +73,7 @@ class Rect3(AbstractAtom):
         return safe_norm(jnp.stack([d1, d2, jnp.dot(r, n)]))
 
     def level(self, y):
-        from .distance import r_and
+        from .rfunctions import r_and
 
         s1, s2, l1, l2, r = self._frame(y)
         return -jnp.dot(r, jnp.asarray(self.normal_, y.dtype)), r_and(_slab(s1, l1), _slab(s2, l2))
