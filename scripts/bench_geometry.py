@@ -272,16 +272,16 @@ def build_one(kind: str, n: int) -> None:
     import json
 
     import scipy.stats  # noqa: F401  (imported before the clock, as JAX is)
-    import yaml
 
     from pinnkit.geometry.config import build_domain
     from pinnkit.geometry.distance import adf
+    from pinnkit.run.yamlsafe import ConfigError, loads  # the CLI's parser (libyaml)
 
     text = build_spec(kind, n)
     jnp.zeros(1).block_until_ready()
     t0 = time.process_time()
     try:
-        dom = build_domain(yaml.safe_load(text)["domain"])
+        dom = build_domain(loads(text, "bench")["domain"])
         for piece in ("interior", "boundary"):
             m = dom.unit_rows(1024, piece)
             u = jax.random.uniform(jax.random.key(0), (m, dom.dim))
@@ -289,7 +289,7 @@ def build_one(kind: str, n: int) -> None:
         if kind.endswith("hard"):
             phi = adf(dom)
             jax.block_until_ready(jax.jit(jax.vmap(jax.grad(phi)))(jnp.full((8, 2), 0.1)))
-    except ValueError as e:
+    except (ValueError, ConfigError) as e:
         print(json.dumps({"cpu_s": time.process_time() - t0, "refused": str(e)[:90]}))
         return
     print(json.dumps({"cpu_s": time.process_time() - t0, "pieces": len(dom.pieces())}))

@@ -61,3 +61,23 @@ def test_resampling_on_two_devices_learns(method):
     res = fit(build_run(cfg, mesh=make_mesh(2)), progress=False)
     losses = [h["loss"] for h in res.history]
     assert res.result is RESULTS.successful and losses[-1] < losses[0] / 5
+
+
+def test_acceptances_in_one_program_equal_one_by_one_and_work_while_tracing():
+    """The Monte Carlo acceptances of all pieces come from one compiled program; each must
+    be the figure of its own one-piece estimate (the counts are exact integers), and a
+    shape asked for one inside an outer `jit` trace still gets a concrete number."""
+    from pinnkit.geometry.config import build_shape
+    from pinnkit.geometry.sampling import estimate_acceptance, estimate_acceptances
+
+    spec = {"union": [{"disk": {"center": [0.1 * i, 0.05 * (i % 2)], "radius": 0.08, "name": f"d{i}"}}
+                      for i in range(4)]}
+    shape = build_shape(spec, "domain", None, None, _features=[])
+    pieces = [pc for pc in shape.pieces() if pc != "boundary"]
+    together = estimate_acceptances(shape, pieces)
+    for pc in pieces:
+        assert together[pc] == estimate_acceptance(shape, pc)
+    assert 0.0 < together["d1"] < 1.0  # trimmed by both neighbours: a real estimate
+    fresh = build_shape(spec, "domain", None, None, _features=[])
+    got = jax.jit(lambda x: x * fresh.acceptance("d1"))(1.0)
+    assert float(got) == pytest.approx(together["d1"], rel=1e-6)

@@ -475,9 +475,10 @@ def _part_acceptance(root):
     k = np.repeat(np.arange(len(parts)), count)
     prog = program(root, "boundary")
     eps = root._eps(jnp.float32)
-    with jax.ensure_compile_time_eval():
-        f = jax.jit(lambda u, k: prog.keep(prog.points(u, k), k, eps))
-        keep = np.asarray(f(jnp.asarray(u), jnp.asarray(k, jnp.int32)))
+    k32 = k.astype(np.int32)
+    # compiled explicitly: runs while an outer function is traced, constants inside it
+    f = jax.jit(lambda u, k: prog.keep(prog.points(u, k), k, eps)).lower(u, k32).compile()
+    keep = np.asarray(f(u, k32))
     return np.bincount(k, weights=keep, minlength=len(parts)) / count, count, w
 
 

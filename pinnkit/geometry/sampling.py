@@ -88,8 +88,15 @@ def estimate_acceptance(domain, piece: str, points: int = ESTIMATE_POINTS) -> fl
     """Fraction of `candidates` on ``piece`` over a fixed scrambled Sobol set (seed 0),
     computed in float32 whatever the default dtype, so that the number of candidates
     (`oversample`) does not depend on ``jax_enable_x64``. Usable while tracing."""
+    return estimate_acceptances(domain, [piece], points)[piece]
+
+
+def estimate_acceptances(domain, pieces, points: int = ESTIMATE_POINTS) -> dict[str, float]:
+    """`estimate_acceptance` of each of ``pieces``, all in one compiled program (the
+    counts are exact integers in float32, so each figure is the one-piece one)."""
     u = np.asarray(sobol_unit(points, domain.dim, 0), np.float32)
-    # one compiled program (op by op, a small CSG tree compiled ~100 one-op programs)
-    with jax.ensure_compile_time_eval():
-        keep = jax.jit(lambda u: domain.candidates(u, piece)[1])(jnp.asarray(u))
-        return float(jnp.mean(keep.astype(jnp.float32)))
+    # lowered and compiled explicitly, so that it runs even while an outer function is
+    # being traced, with the shape's constant arithmetic inside the one program (under
+    # `ensure_compile_time_eval` each constant op was compiled on its own: ~35 programs)
+    run = jax.jit(lambda u: [domain.candidates(u, pc)[1] for pc in pieces]).lower(u).compile()
+    return {pc: float(np.mean(np.asarray(k, np.float32))) for pc, k in zip(pieces, run(u), strict=True)}
