@@ -382,7 +382,8 @@ def untrimmed_segments(root, piece: str):
     def make():
         parts = root.piece_parts(piece)
         seg = [i for i, p in enumerate(parts) if _atom_kind(p) == "segment" and not p.trims]
-        rest = tuple(i for i in range(len(parts)) if i not in set(seg))
+        straight = set(seg)  # (a set built once: per element it made the walk O(n^2))
+        rest = tuple(i for i in range(len(parts)) if i not in straight)
         if len(seg) < 8:  # few: part by part, as before
             return None, tuple(range(len(parts)))
         ps = [parts[i] for i in seg]
