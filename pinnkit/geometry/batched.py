@@ -151,9 +151,11 @@ def keep_trims(root, part) -> tuple:
 
 
 def _keep_trims(root, part) -> tuple:
-    own = _atom_box(part)
     trims = part.trims
-    if own is not None and trims:
+    if not trims:
+        return ()
+    own = _atom_box(part)
+    if own is not None:
         # what cannot remove anything goes before the split (a union's operands lie in
         # its box, so they would go too): a union part's n - 1 trims shrink to its
         # neighbours without splitting the rest
