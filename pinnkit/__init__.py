@@ -38,5 +38,5 @@ from .train.callbacks import TrainInfo as TrainInfo
 from .train.loop import RESULTS as RESULTS
 from .train.loop import FitResult as FitResult
 from .train.loop import fit as fit
-from .train.sampling import Sampler as Sampler
+from .train.collocation import Sampler as Sampler
 from .train.spec import Run as Run

@@ -36,7 +36,7 @@ from ..physics.terms import Initial
 from ..sphere.domain import Sphere, SphereEmbedding
 from ..train.adaptive import Adaptive
 from ..train.phases import PHASES, AbstractPhase
-from ..train.sampling import Sampler
+from ..train.collocation import Sampler
 from ..train.spec import Run, TimeWindows
 from ..train.weighting import Causal, Weighting
 from .config import RunConfig, did_you_mean
