@@ -13,7 +13,7 @@ from .geometry.domains import Box as Box
 from .geometry.domains import Interval as Interval
 from .geometry.domains import SpaceTime as SpaceTime
 from .nn.layers import MLP as MLP
-from .nn.layers import Network as Network
+from .nn.network import Network as Network
 from .physics.constraints import AbstractHardConstraint as AbstractHardConstraint
 from .physics.constraints import HardDirichlet as HardDirichlet
 from .physics.constraints import InitialValue as InitialValue
@@ -35,8 +35,8 @@ from .train.callbacks import Callback as Callback
 from .train.callbacks import EarlyStopping as EarlyStopping
 from .train.callbacks import ExtraMetrics as ExtraMetrics
 from .train.callbacks import TrainInfo as TrainInfo
+from .train.collocation import Sampler as Sampler
 from .train.loop import RESULTS as RESULTS
 from .train.loop import FitResult as FitResult
 from .train.loop import fit as fit
-from .train.sampling import Sampler as Sampler
 from .train.spec import Run as Run

@@ -83,7 +83,7 @@ def sampling_rows(name, shape, n, repeat):
 
 
 def host_rows(name, shape, n, repeat):
-    from pinnkit.geometry.sampling import host_points
+    from pinnkit.geometry.rejection import host_points
 
     draw = lambda r, m: np.random.default_rng(r).uniform(size=(m, shape.dim))  # noqa: E731
     t = cpu_time(lambda: jnp.asarray(host_points(shape, "interior", n, draw, np.float32)[0]), repeat)
@@ -173,7 +173,7 @@ def mesh_backend_rows(n_tri: int, n: int, repeat: int):
     f = jax.jit(lambda u: mesh.points(u, "interior", k))
     rate = k / cpu_time(lambda: f(u), repeat)
     rows.append((len(tri), "interior sampling, per step (jit, Warp callback), points/s", rate, ""))
-    from pinnkit.geometry.sampling import host_points
+    from pinnkit.geometry.rejection import host_points
 
     draw = lambda r, mm: np.random.default_rng(r).uniform(size=(mm, 3))  # noqa: E731
     t = cpu_time(lambda: jnp.asarray(host_points(mesh, "interior", k, draw, np.float32)[0]), repeat)

@@ -34,7 +34,7 @@ def main() -> int:
     import jax.numpy as jnp
 
     from pinnkit.cli.jaxsetup import apply_numerics
-    from pinnkit.geometry.sampling import host_points, sobol_unit
+    from pinnkit.geometry.rejection import host_points, sobol_unit
     from pinnkit.run.build import build_method
     from pinnkit.run.rundir import load_run, read_config
 

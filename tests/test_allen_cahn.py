@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pinnkit.nn.evaluate import predict
 from pinnkit.parallel.mesh import make_mesh
 from pinnkit.problems import allen_cahn
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
-from pinnkit.run.metrics import predict
 from pinnkit.solvers import allen_cahn_reference, periodic_interpolate
 from pinnkit.train.loop import fit
 

@@ -298,3 +298,97 @@ def test_the_private_import_finder_finds_them(tmp_path, monkeypatch):
     assert _names_imported("pinnkit.problems.m") == [
         ("pinnkit.problems.navier_stokes", "_equations"), ("pinnkit.problems.navier_stokes", "kovasznay"),
         ("pinnkit.nn.layers", "HardDirichlet")]
+
+
+# --- the domain family: abstract or final, sampling kind as a type (issue 34) -------------
+# Concrete methods of an abstract domain class that a subclass still overrides, each with
+# why it is left. Everything else an abstract class defines is either abstract or final.
+OVERRIDES_ALLOWED = {
+    # open: the mesh answers the interior test and the grid mask with its spatial index;
+    # the shape family would need an abstract interior test every primitive implements
+    ("AbstractShape", "candidates", "TriangleMesh"),
+    ("AbstractShape", "inside", "TriangleMesh"),
+    # hooks of the stacked evaluation (geometry/batched.py): a default "no" that exact
+    # shapes and CSG answer
+    *(("AbstractShape", "exact_outside", c) for c in
+      ("Union", "Rectangle", "Polygon", "Cuboid", "AbstractRound", "Transformed")),
+    *(("AbstractShape", "split_trim", c) for c in ("Union", "Intersection", "Difference")),
+}
+
+
+def _domain_classes():
+    import pinnkit.geometry.hyperball  # noqa: F401  (every domain module imported)
+    import pinnkit.geometry.mesh  # noqa: F401
+    import pinnkit.sphere  # noqa: F401
+    from pinnkit.geometry.domains import AbstractDomain
+
+    def walk(c):
+        for s in c.__subclasses__():
+            if s.__module__.startswith("pinnkit."):
+                yield s
+                yield from walk(s)
+
+    return AbstractDomain, set(walk(AbstractDomain))
+
+
+def test_domains_are_abstract_or_final():
+    base, classes = _domain_classes()
+    final_with_subclasses = sorted(c.__name__ for c in classes if not c.__name__.startswith("Abstract")
+                                   and any(s.__module__.startswith("pinnkit.") for s in c.__subclasses__()))
+    assert not final_with_subclasses
+    overridden = set()
+    for c in classes | {base}:
+        if not c.__name__.startswith("Abstract"):
+            continue
+        for name, v in vars(c).items():
+            if callable(v) and not name.startswith("__") and not getattr(v, "__isabstractmethod__", False):
+                overridden |= {(c.__name__, name, s.__name__) for s in classes
+                               if issubclass(s, c) and s is not c and name in vars(s)}
+    assert overridden <= OVERRIDES_ALLOWED, sorted(overridden - OVERRIDES_ALLOWED)
+    assert {m for m, v in vars(base).items() if callable(v) and not getattr(v, "__isabstractmethod__", False)
+            and not m.startswith("__")} == {"axis", "check_piece", "sample"}  # helpers, never overridden
+
+
+def test_every_domain_is_one_sampling_kind():
+    """A domain is sampled as its type says: the image of the unit cube or by rejection."""
+    from pinnkit.geometry.domains import AbstractRejectionDomain, AbstractUnitCubeDomain
+
+    _, classes = _domain_classes()
+    final = [c for c in classes if not c.__name__.startswith("Abstract")]
+    kinds = {c.__name__: (issubclass(c, AbstractUnitCubeDomain), issubclass(c, AbstractRejectionDomain))
+             for c in final}
+    assert all(sum(k) == 1 for k in kinds.values()), kinds
+    assert kinds["Box"] == kinds["Sphere"] == kinds["HyperBall"] == (True, False)
+    assert kinds["Rectangle"] == kinds["TriangleMesh"] == kinds["Difference"] == (False, True)
+
+
+def _acceptance_tests(path: Path) -> list[str]:
+    """Comparisons that read a domain's acceptance (``d.acceptance(p) < 1.0``)."""
+    return [ast.unparse(n) for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Compare)
+            and any(isinstance(c, ast.Call) and ast.unparse(c.func).endswith("acceptance")
+                    for c in ast.walk(n))]
+
+
+def test_training_asks_the_domain_type_not_its_acceptance():
+    """train/ chooses rejection by `AbstractRejectionDomain`; what a piece with nothing to
+    reject does is the geometry's business (geometry/rejection.py)."""
+    found = {(str(p.relative_to(ROOT.parent)), c) for p in (ROOT / "train").rglob("*.py")
+             for c in _acceptance_tests(p)}
+    assert not found, sorted(found)
+
+
+def test_the_acceptance_finder_finds_them(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("if problem.domain.acceptance(term.where) < 1.0:\n    pass\n"
+                   "ok = (p := d.acceptance(q)) >= 1\nx = isinstance(d, AbstractRejectionDomain)\n")
+    assert len(_acceptance_tests(src)) == 2
+
+
+def test_one_sampling_module_per_side():
+    """The training side (collocation) and the geometry side (rejection) each have one
+    module named for what it does; the old ``sampling.py`` paths only re-export."""
+    for old in (ROOT / "train" / "sampling.py", ROOT / "geometry" / "sampling.py"):
+        tree = ast.parse(old.read_text())
+        body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        assert all(isinstance(n, ast.ImportFrom) and all(a.asname == a.name for a in n.names)
+                   for n in body), old

@@ -99,7 +99,7 @@ def test_thousand_disk_union_builds_and_samples_its_named_boundaries():
 
 
 def test_acceptance_once_per_tree_agrees_with_the_per_piece_estimate():
-    from pinnkit.geometry.sampling import estimate_acceptance
+    from pinnkit.geometry.rejection import estimate_acceptance
 
     shape = union(*_disks(20, names=lambda i: f"h{i}"))
     assert batched.per_tree(shape)

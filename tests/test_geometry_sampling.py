@@ -68,7 +68,7 @@ def test_acceptances_in_one_program_equal_one_by_one_and_work_while_tracing():
     be the figure of its own one-piece estimate (the counts are exact integers), and a
     shape asked for one inside an outer `jit` trace still gets a concrete number."""
     from pinnkit.geometry.config import build_shape
-    from pinnkit.geometry.sampling import estimate_acceptance, estimate_acceptances
+    from pinnkit.geometry.rejection import estimate_acceptance, estimate_acceptances
 
     spec = {"union": [{"disk": {"center": [0.1 * i, 0.05 * (i % 2)], "radius": 0.08, "name": f"d{i}"}}
                       for i in range(4)]}

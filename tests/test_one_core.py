@@ -42,7 +42,8 @@ os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 import equinox as eqx, jax, jax.numpy as jnp, numpy as np
 from pinnkit.parallel.mesh import evaluate_sharded, make_mesh, predict_sharded
 from pinnkit.problems import PROBLEMS
-from pinnkit.run.metrics import evaluate, predict
+from pinnkit.nn.evaluate import predict
+from pinnkit.run.metrics import evaluate
 
 params, cache, timeout = json.loads(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pinnkit.cli.main import main as pinnkit_main
-from pinnkit.geometry.domains import AbstractDomain, Box, SpaceTime
+from pinnkit.geometry.domains import AbstractUnitCubeDomain, Box, SpaceTime, tensor_grid
 from pinnkit.plot.fields import choose_slice, field_figure
 from pinnkit.plot.sphere import latitude_edges, periodic_cells
 from pinnkit.run.config import load_config
@@ -183,7 +183,7 @@ def test_vtk_files_read_back_equal_the_prediction(box_run, spacetime_run, sphere
     np.testing.assert_allclose(v["h"].reshape(5, 5)[:, :4], g.fields["h"][1], rtol=1e-6)
 
 
-class _Disk(AbstractDomain):
+class _Disk(AbstractUnitCubeDomain):
     """The unit disk, just enough of a domain for a masked grid (the geometry helpers
     bring real irregular domains)."""
 
@@ -203,6 +203,15 @@ class _Disk(AbstractDomain):
 
     def bounds(self):
         return (-1.0, -1.0), (1.0, 1.0)
+
+    def inside(self, points):
+        return None
+
+    def grid(self, resolution):
+        return tensor_grid(self.bounds(), resolution)
+
+    def grid_size(self, resolution):
+        return resolution**2
 
 
 def test_irregular_domain_grid_is_masked(tmp_path):

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ._jet import block_sizes
+from ._algebra import block_sizes
 
 
 @functools.cache

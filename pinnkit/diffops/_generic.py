@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from . import _bilaplacian
-from ._jet import _COLLAPSED, Jet, Plan, select
+from ._algebra import _COLLAPSED, Jet, Plan, select
 from ._rows import Row, RowKind
 
 

@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from ._algebra import _COLLAPSED, Jet, Plan, select
 from ._generic import generic
-from ._jet import _COLLAPSED, Jet, Plan, select
 from ._rows import RowKind
 
 
@@ -39,7 +39,7 @@ def of_point(fn: Callable[[Array], Array], x_jet: Jet, plan: Plan) -> Jet:
     free directions): first-order rows $Df[v_i]$; a Laplacian row over $S$,
     $\\sum_{a \\in S} D^2 f[v_a, v_a]$; a mixed partial $\\partial_{ab}$, $D^2 f[v_a, v_b]$;
     all from one trace. The input must have no higher rows (the coordinates' jet,
-    `pinnkit.diffops._jet.input_jet`, has none); otherwise, and for plans of order > 2
+    `pinnkit.diffops._algebra.input_jet`, has none); otherwise, and for plans of order > 2
     (bi-Laplacians, third and fourth partials), this is the generic rule.
     """
     x, dirs = x_jet.value, x_jet.first

@@ -53,8 +53,8 @@ from equinox import AbstractVar
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._types import Point, Scalar
+from ._algebra import make_plan
 from ._base import AbstractDiffMethod, Request
-from ._jet import make_plan
 from ._rows import Row, RowKind, partial_row
 from ._taylor import network_jet, read_request
 

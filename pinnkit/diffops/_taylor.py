@@ -1,10 +1,10 @@
 """Taylor mode: every derivative a residual asks for, in one forward pass.
 
-The requests decide which rows a jet carries (`pinnkit.diffops._jet.make_plan`); the jet
+The requests decide which rows a jet carries (`pinnkit.diffops._algebra.make_plan`); the jet
 of the input $x$ is $(x, e_{a_1}, \\dots, e_{a_p})$ with no higher rows, and it is pushed
 through the network module by module. Each module goes through the *Taylor rule* its own
 file registered for its exact type (`taylor_rule`; the layers of `pinnkit.nn` register
-theirs in `pinnkit/nn/layers.py` and `pinnkit/nn/nets.py`), built from the jet algebra of
+theirs in `pinnkit/nn/layers.py`, `network.py` and `nets.py`), built from the jet algebra of
 `pinnkit.diffops.jets`; a module without one, and any callable that is not a module,
 goes through the *generic* rule built from nested `jax.jvp`, which is correct for any JAX
 function (`pinnkit.diffops._generic`). This engine knows no network class.
@@ -28,9 +28,9 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._types import Point, Scalar
+from ._algebra import Jet, Plan, input_jet, make_plan
 from ._base import AbstractDiffMethod, Request
 from ._generic import generic
-from ._jet import Jet, Plan, input_jet, make_plan
 from ._rows import Row, RowKind, partial_row
 
 # A rule maps ``(module, *jets, plan=, keep=)`` to the jet of ``module(*z)``: one jet per

@@ -21,17 +21,17 @@ docs/diffops.md ("How to add a network with a fast Taylor rule") walks through i
 """
 
 from ._activations import activation_derivatives as activation_derivatives
+from ._algebra import Jet as Jet
+from ._algebra import Plan as Plan
+from ._algebra import add as add
+from ._algebra import elementwise as elementwise
+from ._algebra import input_jet as input_jet
+from ._algebra import linear as linear
+from ._algebra import make_plan as make_plan
+from ._algebra import product as product
+from ._algebra import scale as scale
+from ._algebra import select as select
 from ._generic import generic as generic
-from ._jet import Jet as Jet
-from ._jet import Plan as Plan
-from ._jet import add as add
-from ._jet import elementwise as elementwise
-from ._jet import input_jet as input_jet
-from ._jet import linear as linear
-from ._jet import make_plan as make_plan
-from ._jet import product as product
-from ._jet import scale as scale
-from ._jet import select as select
 from ._pointwise import of_point as of_point
 from ._rows import Row as Row
 from ._rows import RowKind as RowKind

@@ -1,6 +1,7 @@
 """Geometry: where a problem lives, its named boundary pieces, and how to sample them.
 
-`AbstractDomain`, `Box`, `Interval`, `SpaceTime` (`domains`), and shapes beyond boxes:
+`AbstractDomain` and its two sampling kinds, `AbstractUnitCubeDomain` and
+`AbstractRejectionDomain`, `Box`, `Interval`, `SpaceTime` (`domains`), and shapes beyond boxes:
 signed-distance primitives, CSG, similarity transforms, triangle meshes, and
 approximate distance functions for exact boundary conditions. Every shape is an
 `AbstractDomain` (named coordinates, ``interior`` and named boundary pieces with outward
@@ -24,6 +25,8 @@ from .distance import DistanceDirichlet as DistanceDirichlet
 from .distance import adf as adf
 from .distance import signed_adf as signed_adf
 from .domains import AbstractDomain as AbstractDomain
+from .domains import AbstractRejectionDomain as AbstractRejectionDomain
+from .domains import AbstractUnitCubeDomain as AbstractUnitCubeDomain
 from .domains import Box as Box
 from .domains import Interval as Interval
 from .domains import SpaceTime as SpaceTime

@@ -12,7 +12,7 @@ A shape $\\Omega \\subset \\mathbb{R}^d$ ($d$ = 2 or 3) is described by
   boundary, ``sign * other.sdf(x) > eps`` for each operand it was combined with. Each
   part carries a boundary name; a piece is the union of the parts of one name.
 
-Sampling is by rejection (`pinnkit.geometry.sampling`): the interior from the bounding
+Sampling is by rejection (`pinnkit.geometry.rejection`): the interior from the bounding
 box, a boundary piece from its parts' whole atoms (uniform in arc length / area, the part
 chosen in proportion to its atom's measure), keeping the candidates on the piece.
 """
@@ -30,7 +30,7 @@ from jaxtyping import Array, Bool, Float
 from .._types import Point, Scalar
 from . import batched
 from ._memo import all_parts, memo, part_measures
-from .domains import AbstractDomain
+from .domains import AbstractRejectionDomain, tensor_grid
 
 RESERVED = ("interior", "boundary", "initial", "data")
 
@@ -190,7 +190,7 @@ class Part(_PlainMethods):
         return Part(self.atom, name, self.frame, self.flip, self.trims)
 
 
-class AbstractShape(AbstractDomain):
+class AbstractShape(AbstractRejectionDomain):
     """A 2-D or 3-D domain given by a signed distance (module docstring).
 
     Pieces: ``"interior"``, ``"boundary"`` (every part) and each boundary name. Subclasses
@@ -241,10 +241,6 @@ class AbstractShape(AbstractDomain):
     def pieces(self) -> tuple[str, ...]:
         return memo(self, "pieces", lambda: ("interior", "boundary",
                                              *(n for n in self.names() if n != "boundary")))
-
-    def check_piece(self, piece: str) -> None:
-        if piece not in memo(self, "piece set", lambda: frozenset(self.pieces())):
-            super().check_piece(piece)  # the error message
 
     def bounds(self):
         return self.bbox()
@@ -320,7 +316,7 @@ class AbstractShape(AbstractDomain):
         else:
             # every estimated piece in one compiled program: one program per piece cost
             # ~0.4 CPU s of compilation each (5 s of a 10-disk union's build)
-            from .sampling import estimate_acceptances
+            from .rejection import estimate_acceptances
 
             p = memo(self, "estimates", lambda: estimate_acceptances(
                 self, [pc for pc in self.pieces() if self._estimated(pc)]))[piece]
@@ -333,13 +329,11 @@ class AbstractShape(AbstractDomain):
             )
         return p
 
-    def from_unit(self, u, piece):
-        if self.acceptance(piece) < 1.0:
-            raise ValueError(
-                f"{type(self).__name__} piece {piece!r} is sampled by rejection, not as an image "
-                "of the unit cube: use points(u, piece, n) with unit_rows(n, piece) rows"
-            )
-        return self.candidates(u, piece)[0]
+    def grid(self, resolution):
+        return tensor_grid(self.bbox(), resolution)
+
+    def grid_size(self, resolution):
+        return resolution**self.dim
 
     def boundary_measure(self, piece: str = "boundary") -> float | None:
         """Exact length/area of a boundary piece if none of its parts is trimmed."""
@@ -350,7 +344,7 @@ class AbstractShape(AbstractDomain):
         """Monte Carlo measure of ``piece`` (area/volume, or length/area of a boundary):
         acceptance times the candidates' measure; standard error about
         $\\sqrt{p(1-p)/\\text{points}}$ relative to it for acceptance $p$."""
-        from .sampling import estimate_acceptance
+        from .rejection import estimate_acceptance
 
         p = estimate_acceptance(self, piece, points)
         if piece == "interior":

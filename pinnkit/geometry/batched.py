@@ -151,11 +151,9 @@ def keep_trims(root, part) -> tuple:
 
 
 def _keep_trims(root, part) -> tuple:
-    trims = part.trims
-    if not trims:
+    if not (trims := part.trims):
         return ()
-    own = _atom_box(part)
-    if own is not None:
+    if (own := _atom_box(part)) is not None:
         # what cannot remove anything goes before the split (a union's operands lie in
         # its box, so they would go too): a union part's n - 1 trims shrink to its
         # neighbours without splitting the rest
@@ -478,8 +476,7 @@ def _part_acceptance(root):
     k = np.repeat(np.arange(len(parts)), count)
     prog = program(root, "boundary")
     eps = root._eps(jnp.float32)
-    k32 = k.astype(np.int32)
-    # compiled explicitly: runs while an outer function is traced, constants inside it
+    k32 = k.astype(np.int32)  # compiled explicitly: runs while an outer function is traced
     f = jax.jit(lambda u, k: prog.keep(prog.points(u, k), k, eps)).lower(u, k32).compile()
     keep = np.asarray(f(u, k32))
     return np.bincount(k, weights=keep, minlength=len(parts)) / count, count, w

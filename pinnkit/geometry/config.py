@@ -18,7 +18,6 @@ expressions (``2*pi``, ``0.41/2``). Every mistake raises `GeometryError` (a
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -28,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from ..errors import ConfigError
+from ..errors import did_you_mean as _suggest
 from .base import AbstractShape, tolerance
 from .csg import difference, intersection, union
 from .domains import SpaceTime
@@ -115,11 +115,6 @@ def parameters(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def dimension(kind: str) -> int:
     """The dimension of the primitive ``kind``: the length of its default ``coords``."""
     return len(inspect.signature(SHAPES[kind]).parameters["coords"].default)
-
-
-def _suggest(name, valid) -> str:
-    close = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.5)
-    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def _number(v, key: str):

@@ -16,10 +16,12 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from equinox import AbstractVar
 from jaxtyping import Array, Bool, Float
 
 from .._types import Point, Points
+from .rejection import oversample, select
 
 # Conventional face names, by dimension, for the (min, max) end of each coordinate.
 _FACE_ALIASES = {
@@ -32,9 +34,10 @@ _FACE_ALIASES = {
 class AbstractDomain(eqx.Module):
     """A region of $\\mathbb{R}^d$ with named coordinates and named boundary pieces.
 
-    Subclasses define ``coords`` (names of the coordinates, in the order a point stores
-    them), ``pieces()`` (the names that can be sampled: ``"interior"`` and every boundary
-    name) and ``from_unit``.
+    Abstract methods only (its few concrete helpers are never overridden). How a domain is
+    sampled is its type, one of two: `AbstractUnitCubeDomain` (every piece the image of
+    the unit cube) or `AbstractRejectionDomain` (pieces kept from candidates); samplers
+    ask the type, and both answer `unit_rows` and `points`.
     """
 
     coords: AbstractVar[tuple[str, ...]]
@@ -62,10 +65,6 @@ class AbstractDomain(eqx.Module):
         """Names of the samplable pieces: ``"interior"`` first, then the boundaries."""
 
     @abc.abstractmethod
-    def from_unit(self, u: Float[Array, "n d"], piece: str) -> Points:
-        """Maps unit-cube points ``u`` (shape ``(n, dim)``) onto ``piece``."""
-
-    @abc.abstractmethod
     def normal(self, x: Point, piece: str) -> Point:
         """Outward unit normal at a point ``x`` of boundary ``piece``."""
 
@@ -76,6 +75,30 @@ class AbstractDomain(eqx.Module):
     @abc.abstractmethod
     def bounds(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """``(lower, upper)``: the bounding box, used for input normalisation and grids."""
+
+    @abc.abstractmethod
+    def unit_rows(self, n: int, piece: str) -> int:
+        """How many unit-cube rows `points` needs for ``n`` points of ``piece``."""
+
+    @abc.abstractmethod
+    def points(self, u: Float[Array, "m d"], piece: str, n: int) -> Points:
+        """``n`` points of ``piece`` from ``unit_rows(n, piece)`` unit-cube rows ``u``
+        (fixed shapes: usable inside `jax.jit` and `shard_map`)."""
+
+    @abc.abstractmethod
+    def inside(self, points) -> np.ndarray | None:
+        """Which of ``points`` (numpy ``(n, dim)``, e.g. an evaluation grid over the bounding
+        box) lie in the domain; None when the domain fills its bounding box."""
+
+    @abc.abstractmethod
+    def grid(self, resolution: int | Sequence[int]) -> tuple[Points, tuple[int, ...]]:
+        """Evaluation points: ``(points, shape)``, points of shape ``(prod(shape), dim)``
+        (numpy, float64), so that ``values.reshape(shape)`` is a field (`tensor_grid` for
+        most domains)."""
+
+    @abc.abstractmethod
+    def grid_size(self, resolution: int) -> int:
+        """Points of ``grid(resolution)`` without building it (the memory plan asks)."""
 
     def check_piece(self, piece: str) -> None:
         if piece not in self.pieces():
@@ -92,63 +115,60 @@ class AbstractDomain(eqx.Module):
         u = jax.random.uniform(key, (self.unit_rows(n, piece), self.dim), dtype=dtype)
         return self.points(u, piece, n)
 
-    # Sampling by rejection (`pinnkit.geometry` shapes). A domain that is an exact image
-    # of the unit cube keeps the defaults: acceptance 1, ``points == from_unit``.
-    def acceptance(self, piece: str) -> float:
-        """Expected fraction of `candidates` that lie on ``piece`` (1: no rejection)."""
-        return 1.0
 
-    def candidates(self, u: Float[Array, "m d"], piece: str) -> tuple[Points, Bool[Array, " m"]]:
-        """Candidate points from unit-cube rows ``u`` and whether each lies on ``piece``."""
-        return self.from_unit(u, piece), jnp.ones((u.shape[0],), bool)
+class AbstractUnitCubeDomain(AbstractDomain):
+    """A domain each of whose pieces is the image of the unit cube $[0, 1)^d$ under
+    ``from_unit`` (boxes, the sphere, the $d$-ball): uniform and Sobol points are mapped
+    unit-cube points, one row per point."""
+
+    @abc.abstractmethod
+    def from_unit(self, u: Float[Array, "n d"], piece: str) -> Points:
+        """Maps unit-cube points ``u`` (shape ``(n, dim)``) onto ``piece``."""
 
     def unit_rows(self, n: int, piece: str) -> int:
-        """How many unit-cube rows `points` needs for ``n`` points of ``piece``: ``n``
-        without rejection, else enough that a shortfall has probability below 1e-9."""
-        p = self.acceptance(piece)
-        if p >= 1.0:
-            return n
-        from .sampling import oversample
-
-        return oversample(n, p)
+        return n
 
     def points(self, u: Float[Array, "m d"], piece: str, n: int) -> Points:
-        """``n`` points of ``piece`` from ``unit_rows(n, piece)`` unit-cube rows ``u``
-        (fixed shapes: usable inside `jax.jit` and `shard_map`)."""
-        if self.acceptance(piece) >= 1.0:
-            return self.from_unit(u, piece)
-        from .sampling import select
+        return self.from_unit(u, piece)
 
+
+class AbstractRejectionDomain(AbstractDomain):
+    """A domain sampled by rejection (`pinnkit.geometry.rejection`): ``candidates`` maps
+    unit-cube rows into a simpler set around a piece and says which lie on it; a piece
+    keeps the first ``n`` of enough candidates. A piece whose `acceptance` is 1 (nothing
+    rejected) takes one row per point, as an image of the unit cube would."""
+
+    @abc.abstractmethod
+    def acceptance(self, piece: str) -> float:
+        """Expected fraction of `candidates` that lie on ``piece`` (1: no rejection)."""
+
+    @abc.abstractmethod
+    def candidates(self, u: Float[Array, "m d"], piece: str) -> tuple[Points, Bool[Array, " m"]]:
+        """Candidate points from unit-cube rows ``u`` and whether each lies on ``piece``."""
+
+    def unit_rows(self, n: int, piece: str) -> int:
+        """``n`` without rejection, else enough that a shortfall has probability below 1e-9."""
+        p = self.acceptance(piece)
+        return n if p >= 1.0 else oversample(n, p)
+
+    def points(self, u: Float[Array, "m d"], piece: str, n: int) -> Points:
+        if self.acceptance(piece) >= 1.0:
+            return self.candidates(u, piece)[0]
         x, keep = self.candidates(u, piece)
         return select(x, keep, n)
 
-    def inside(self, points):
-        """Which of ``points`` (numpy ``(n, dim)``, e.g. an evaluation grid over the bounding
-        box) lie in the domain; None when the domain fills its bounding box."""
-        return None
 
-    def grid(self, resolution: int | Sequence[int]) -> tuple[Points, tuple[int, ...]]:
-        """A tensor grid over the bounding box, ``indexing="ij"`` in ``coords`` order.
-
-        **Returns:** ``(points, shape)``: points of shape ``(prod(shape), dim)`` (numpy,
-        float64) and the grid shape, so that ``values.reshape(shape)`` is a field.
-        """
-        import numpy as np
-
-        lo, hi = self.bounds()
-        res = [resolution] * self.dim if isinstance(resolution, int) else list(resolution)
-        axes = [np.linspace(a, b, r) for a, b, r in zip(lo, hi, res, strict=True)]
-        mesh = np.meshgrid(*axes, indexing="ij")
-        pts = np.stack([m.ravel() for m in mesh], axis=-1)
-        return pts, tuple(res)
-
-    def grid_size(self, resolution: int) -> int:
-        """Points of ``grid(resolution)`` without building it (the memory plan asks):
-        ``resolution**dim`` for the tensor grid; domains with their own `grid` say theirs."""
-        return resolution**self.dim
+def tensor_grid(bounds, resolution: int | Sequence[int]) -> tuple[Points, tuple[int, ...]]:
+    """A tensor grid over the box ``bounds = (lower, upper)``, ``indexing="ij"``: ``(points,
+    shape)``, points of shape ``(prod(shape), dim)`` (numpy, float64)."""
+    lo, hi = bounds
+    res = [resolution] * len(lo) if isinstance(resolution, int) else list(resolution)
+    axes = [np.linspace(a, b, r) for a, b, r in zip(lo, hi, res, strict=True)]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return np.stack([m.ravel() for m in mesh], axis=-1), tuple(res)
 
 
-class Box(AbstractDomain):
+class Box(AbstractUnitCubeDomain):
     """The axis-aligned box $\\prod_i [\\text{lower}_i, \\text{upper}_i]$ in 1–3 D (any D works
     with generic face names).
 
@@ -274,26 +294,37 @@ class Box(AbstractDomain):
         hi = jnp.asarray(self.upper, x.dtype)
         return jnp.all((x >= lo) & (x <= hi))
 
+    def inside(self, points):
+        return None
+
+    def grid(self, resolution):
+        return tensor_grid(self.bounds(), resolution)
+
+    def grid_size(self, resolution):
+        return resolution**self.dim
+
 
 def Interval(lower: float, upper: float, coord: str = "x") -> Box:
     """The 1-D box ``[lower, upper]`` with boundaries ``left`` and ``right``."""
     return Box((lower,), (upper,), (coord,))
 
 
-class SpaceTime(AbstractDomain):
+class SpaceTime(AbstractRejectionDomain):
     """The cylinder $[t_0, t_1] \\times \\Omega$ for a spatial domain $\\Omega$.
 
     Coordinates: ``("t", *space.coords)``. Pieces: ``"interior"``, ``"initial"`` (the slice
     $t = t_0$, sampled over $\\Omega$), and every boundary of ``space`` (sampled over all
     $t$), including its ``"boundary"`` union. ``space`` is a `Box` or any shape of
-    `pinnkit.geometry` (then sampled by rejection in space, uniformly in $t$).
+    `pinnkit.geometry`, sampled uniformly in $t$ and as ``space`` is in space: by rejection
+    over a shape; over an image of the unit cube (a box) nothing is rejected (acceptance 1),
+    so its points are the image of the unit cube as before.
     """
 
     space: AbstractDomain
     t0: float = eqx.field(static=True)
     t1: float = eqx.field(static=True)
 
-    def __init__(self, space: Box, t0: float, t1: float):
+    def __init__(self, space: AbstractDomain, t0: float, t1: float):
         self.space = space
         self.t0 = float(t0)
         self.t1 = float(t1)
@@ -315,15 +346,6 @@ class SpaceTime(AbstractDomain):
         lo, hi = self.space.bounds()
         return (self.t0, *lo), (self.t1, *hi)
 
-    def from_unit(self, u, piece):
-        self.check_piece(piece)
-        t = self.t0 + u[:, :1] * (self.t1 - self.t0)
-        if piece == "initial":
-            return jnp.concatenate(
-                [jnp.full_like(t, self.t0), self.space.from_unit(u[:, 1:], "interior")], axis=1
-            )
-        return jnp.concatenate([t, self.space.from_unit(u[:, 1:], piece)], axis=1)
-
     def normal(self, x, piece):
         self.check_piece(piece)
         if piece == "initial":
@@ -338,15 +360,27 @@ class SpaceTime(AbstractDomain):
 
     def acceptance(self, piece):
         self.check_piece(piece)
-        return self.space.acceptance(self._space_piece(piece))
+        if isinstance(self.space, AbstractRejectionDomain):
+            return self.space.acceptance(self._space_piece(piece))
+        return 1.0
 
     def candidates(self, u, piece):
         self.check_piece(piece)
         t = self.t0 + u[:, :1] * (self.t1 - self.t0)
         if piece == "initial":
             t = jnp.full_like(t, self.t0)
-        x, keep = self.space.candidates(u[:, 1:], self._space_piece(piece))
+        v, sp = u[:, 1:], self._space_piece(piece)
+        if isinstance(self.space, AbstractRejectionDomain):
+            x, keep = self.space.candidates(v, sp)
+        else:  # an image of the unit cube: every candidate is a point
+            x, keep = self.space.from_unit(v, sp), jnp.ones((u.shape[0],), bool)
         return jnp.concatenate([t, x], axis=1), keep
 
     def inside(self, points):
         return self.space.inside(points[:, 1:])
+
+    def grid(self, resolution):
+        return tensor_grid(self.bounds(), resolution)
+
+    def grid_size(self, resolution):
+        return resolution**self.dim

@@ -42,10 +42,10 @@ from jax.scipy.special import gammainc, ndtri
 from jaxtyping import Array, Float
 
 from .._types import Point, Points
-from .domains import AbstractDomain
+from .domains import AbstractUnitCubeDomain
 
 
-class HyperBall(AbstractDomain):
+class HyperBall(AbstractUnitCubeDomain):
     """The closed ball of ``radius`` about ``center`` in $d$ dimensions.
 
     Pieces: ``"interior"`` and ``"boundary"`` (the sphere $\\|x - c\\| = R$).
@@ -128,6 +128,9 @@ class HyperBall(AbstractDomain):
         v = x - jnp.asarray(self.center, x.dtype)
         tol = 10 * jnp.finfo(x.dtype).eps
         return jnp.sum(v * v) <= (self.radius**2) * (1.0 + tol)
+
+    def inside(self, points):
+        return None
 
     def grid(self, resolution: int | Sequence[int]) -> tuple[Points, tuple[int, ...]]:
         """The evaluation set: ``resolution**2`` points uniform in the ball (numpy, float64,

@@ -8,8 +8,8 @@ from .embeddings import Normalize as Normalize
 from .embeddings import PeriodicEmbedding as PeriodicEmbedding
 from .layers import MLP as MLP
 from .layers import HardDirichlet as HardDirichlet
-from .layers import Network as Network
-from .layers import Parity as Parity
 from .nets import Dense as Dense
 from .nets import ModifiedMLP as ModifiedMLP
 from .nets import PirateNet as PirateNet
+from .network import Network as Network
+from .network import Parity as Parity

@@ -1,4 +1,4 @@
-"""Input maps of a `pinnkit.nn.layers.Network`: normalisation of the domain's bounding box
+"""Input maps of a `pinnkit.nn.network.Network`: normalisation of the domain's bounding box
 onto $[-1, 1]^d$, exact periodicity, squared coordinates, random Fourier features; each
 with its Taylor rule
 (`pinnkit.diffops.jets.taylor_rule`) below its definition.

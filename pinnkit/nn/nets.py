@@ -36,7 +36,8 @@ from jaxtyping import Array, Float
 from .._types import PRNGKey
 from ..diffops import jets
 from .embeddings import build_embedding
-from .layers import ACTIVATIONS, INITS, MLP, Network, _init_weight, activate
+from .layers import ACTIVATIONS, INITS, MLP, _init_weight, activate
+from .network import Network
 
 KINDS = ("mlp", "modified_mlp", "pirate")
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..geometry import Disk, Rectangle, difference
 from ..geometry.distance import DistanceDirichlet
-from ..geometry.sampling import sobol_unit
+from ..geometry.rejection import sobol_unit
 from ..physics import flow
 from ..physics.flow import continuity_residual, momentum_residual
 from ..physics.host import HostFunction

@@ -21,7 +21,6 @@ the text (`pinnkit.expr`); condition values are subtracted from the constrained 
 
 from __future__ import annotations
 
-import difflib
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -30,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..diffops import Autodiff, Fields
-from ..errors import ConfigError, name_list
+from ..errors import ConfigError, did_you_mean, name_list
 from ..expr import Ex, ExprError, Resolver, Symbols, point_function, residual_function
 from ..geometry.config import build_domain, is_geometry
 from ..geometry.distance import DistanceDirichlet
@@ -48,12 +47,9 @@ class ExactMismatchWarning(UserWarning):
     """The exact solution given in the config does not satisfy a condition or equation."""
 
 
-def _suggest(name: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(name), list(valid), n=1, cutoff=0.5)
-    return f" Did you mean {close[0]!r}?" if close else ""
-
-
-def _mapping(value, key: str, required: bool = False) -> dict:
+def read_mapping(value, key: str, required: bool = False) -> dict:
+    """``value`` as a dict (None: ``{}`` unless ``required``), else `ExprError` naming ``key``.
+    Public, as the readers below: any problem reads its YAML with the same messages."""
     if value is None and not required:
         return {}
     if not isinstance(value, Mapping) or (required and not value):
@@ -61,7 +57,7 @@ def _mapping(value, key: str, required: bool = False) -> dict:
     return dict(value)
 
 
-def _constant(raw, key: str) -> float:
+def read_constant(raw, key: str) -> float:
     """A number, or a constant expression such as ``2*pi``."""
     comps = Resolver(Symbols((), (), (), key=KEY)).components(raw, key)
     e = comps[0]
@@ -70,8 +66,10 @@ def _constant(raw, key: str) -> float:
     return float(e.value)
 
 
-def _domain(spec, key: str = f"{KEY}.domain"):
-    spec = _mapping(spec, key, required=True)
+def read_domain(spec, key: str = f"{KEY}.domain"):
+    """The domain of ``problem.params.domain``: a shape tree (`pinnkit.geometry.config`) or
+    one ``[lower, upper]`` range per coordinate (a `Box`; with ``t``, a `SpaceTime`)."""
+    spec = read_mapping(spec, key, required=True)
     # a shape: {difference: [...], t: [t0, t1]} (pinnkit.geometry.config); a mapping value
     # is no range, so a misspelt shape kind gets the geometry builder's message
     if is_geometry(spec) or any(isinstance(v, Mapping) for v in spec.values()):
@@ -89,7 +87,7 @@ def _domain(spec, key: str = f"{KEY}.domain"):
     for c, r in spec.items():
         if not (isinstance(r, list | tuple) and len(r) == 2):
             raise ExprError(f"{key}.{c}: expected a range [lower, upper], got {r!r}.")
-        lo, hi = (_constant(v, f"{key}.{c}.{i}") for i, v in enumerate(r))
+        lo, hi = (read_constant(v, f"{key}.{c}.{i}") for i, v in enumerate(r))
         if not lo < hi:
             raise ExprError(f"{key}.{c}: expected lower < upper, got [{lo:g}, {hi:g}].")
         ranges[str(c)] = (lo, hi)
@@ -108,7 +106,7 @@ def _names(raw, key: str, valid: Sequence[str] | None = None) -> tuple[str, ...]
     for n in names:
         if valid is not None and n not in valid:
             raise ExprError(
-                f"{key}: {n!r} is not a field of the problem.{_suggest(n, valid)} Fields: "
+                f"{key}: {n!r} is not a field of the problem.{did_you_mean(n, valid)} Fields: "
                 f"{', '.join(valid)}."
             )
     if len(set(names)) != len(names):
@@ -116,7 +114,8 @@ def _names(raw, key: str, valid: Sequence[str] | None = None) -> tuple[str, ...]
     return tuple(names)
 
 
-def _broadcast(values: tuple[Ex, ...], n: int, key: str) -> tuple[Ex, ...]:
+def broadcast(values: tuple[Ex, ...], n: int, key: str) -> tuple[Ex, ...]:
+    """``values`` for ``n`` fields: as given (``n`` of them) or one repeated ``n`` times."""
     if len(values) == n:
         return values
     if len(values) == 1:
@@ -147,7 +146,7 @@ class _Builder:
     def condition(self, name: str, spec) -> tuple[str, str, tuple[str, ...], tuple[Ex, ...], tuple]:
         """``(kind, piece, fields, residual components, boundary values)`` of one condition."""
         key = f"{KEY}.conditions.{name}"
-        spec = _mapping(spec, key, required=True)
+        spec = read_mapping(spec, key, required=True)
         # `on` is accepted for `where`; YAML 1.1 reads an unquoted key `on` as true.
         spec = {("on" if k is True else k): v for k, v in spec.items()}
         if "on" in spec:
@@ -163,7 +162,7 @@ class _Builder:
                 )
             if k not in allowed:
                 raise ExprError(
-                    f"{key}: unknown key {k!r}.{_suggest(k, allowed)} Allowed: "
+                    f"{key}: unknown key {k!r}.{did_you_mean(k, allowed)} Allowed: "
                     f"{', '.join(allowed)}."
                 )
         kinds = [k for k in KINDS if k in spec]
@@ -182,7 +181,7 @@ class _Builder:
         if piece not in pieces or piece == "interior" and kind != "residual":
             hint = (
                 " The domain has no time coordinate: add t: [t0, t1] to problem.params.domain."
-                if piece == "initial" else _suggest(piece, pieces[1:])
+                if piece == "initial" else did_you_mean(piece, pieces[1:])
             )
             raise ExprError(
                 f"{key}.where: the domain has no boundary {piece!r}.{hint} Its boundaries: "
@@ -197,12 +196,12 @@ class _Builder:
         if kind in ("neumann", "robin") and piece == "initial":
             raise ExprError(f"{key}: {kind} conditions need a spatial boundary, not 'initial'.")
         if kind == "robin":
-            rob = _mapping(spec[kind], vkey, required=True)
+            rob = read_mapping(spec[kind], vkey, required=True)
             for k in rob:
                 if k not in ("alpha", "beta", "value"):
                     raise ExprError(f"{vkey}: unknown key {k!r}; allowed: alpha, beta, value.")
             alpha, beta = (
-                _broadcast(
+                broadcast(
                     self.r.components(rob.get(k, 1), f"{vkey}.{k}", fields_allowed=False),
                     len(fields), f"{vkey}.{k}",
                 )
@@ -211,7 +210,7 @@ class _Builder:
             raw, vkey = rob.get("value", 0), f"{vkey}.value"
         else:
             raw = spec[kind]
-        g = _broadcast(self.r.components(raw, vkey, fields_allowed=False), len(fields), vkey)
+        g = broadcast(self.r.components(raw, vkey, fields_allowed=False), len(fields), vkey)
         out = []
         for i, fname in enumerate(fields):
             u = self.alg.node("partial", (), (fname, ()))
@@ -272,18 +271,18 @@ def expression(
     first initial one (``hard: false`` keeps a condition soft). A warning
     (`HardValueIsExactWarning`) says when the imposed value is the exact solution itself.
     """
-    dom = _domain(domain)
+    dom = read_domain(domain)
     field_names = _names(fields, f"{KEY}.fields")
     params = {
-        str(k): _constant(v, f"{KEY}.parameters.{k}")
-        for k, v in _mapping(parameters, f"{KEY}.parameters").items()
+        str(k): read_constant(v, f"{KEY}.parameters.{k}")
+        for k, v in read_mapping(parameters, f"{KEY}.parameters").items()
     }
     r = Resolver(
         Symbols(dom.coords, dom.spatial_coords, field_names, params,
-                _mapping(define, f"{KEY}.define"), key=KEY)
+                read_mapping(define, f"{KEY}.define"), key=KEY)
     )
     terms, texts = {}, []
-    for k, raw in _mapping(equations, f"{KEY}.equations", required=True).items():
+    for k, raw in read_mapping(equations, f"{KEY}.equations", required=True).items():
         comps = r.components(raw, f"{KEY}.equations.{k}")
         if not any(e.fields for e in comps):
             raise ExprError(
@@ -296,7 +295,7 @@ def expression(
     eligible, chosen = [], []  # conditions a hard constraint can impose, and those asking for it
     shaped = []  # on a shape: Dirichlet/initial conditions (name, piece, output indices, value)
     on_shape = not isinstance(dom.space if isinstance(dom, SpaceTime) else dom, Box)
-    for k, spec in _mapping(conditions, f"{KEY}.conditions").items():
+    for k, spec in read_mapping(conditions, f"{KEY}.conditions").items():
         if k in terms:
             raise ExprError(f"{KEY}.conditions.{k}: the name {k!r} is already an equation.")
         kind, piece, fs, comps, g = b.condition(str(k), spec)
@@ -343,7 +342,7 @@ def expression(
             hard = None
     reference = None
     if exact is not None:
-        ex = _mapping(exact, f"{KEY}.exact", required=True)
+        ex = read_mapping(exact, f"{KEY}.exact", required=True)
         missing = [f for f in field_names if f not in ex]
         extra = [f for f in ex if f not in field_names]
         if missing or extra:
@@ -353,7 +352,7 @@ def expression(
             )
         comps = tuple(
             e for f in field_names
-            for e in _broadcast(r.components(ex[f], f"{KEY}.exact.{f}", fields_allowed=False),
+            for e in broadcast(r.components(ex[f], f"{KEY}.exact.{f}", fields_allowed=False),
                                 1, f"{KEY}.exact.{f}")
         )
         reference = point_function(comps, dom.coords, params)
@@ -373,15 +372,15 @@ def _gauge(raw, field_names, dom) -> dict[str, str]:
     """``problem.params.gauge`` checked: fields of the problem, kinds of `GAUGES`."""
     key = f"{KEY}.gauge"
     out = {}
-    for f, kind in _mapping(raw, key).items():
+    for f, kind in read_mapping(raw, key).items():
         if f not in field_names:
             raise ExprError(
-                f"{key}.{f}: {f!r} is not a field of the problem.{_suggest(f, field_names)} Fields: "
+                f"{key}.{f}: {f!r} is not a field of the problem.{did_you_mean(f, field_names)} Fields: "
                 f"{', '.join(field_names)}; a gauge names a field defined up to a constant (a pressure)."
             )
         if kind not in GAUGES:
             raise ExprError(
-                f"{key}.{f}: unknown gauge {kind!r}.{_suggest(kind, GAUGES)} Allowed: mean (errors "
+                f"{key}.{f}: unknown gauge {kind!r}.{did_you_mean(kind, GAUGES)} Allowed: mean (errors "
                 "less the mean over the evaluation points), mean_per_time (less the spatial mean "
                 "at each time, for an unsteady pressure)."
             )
@@ -490,3 +489,8 @@ def check_exact(problem: Problem, n: int = 64, rtol: float | None = None) -> dic
                 stacklevel=3,
             )
     return out
+
+
+# The readers' private names, which `pinnkit.problems.flow` imported (kept one release).
+_suggest, _mapping, _constant, _domain, _broadcast = (
+    did_you_mean, read_mapping, read_constant, read_domain, broadcast)

@@ -26,17 +26,17 @@ from ..errors import ConfigError
 from ..geometry.config import resolve_files
 from ..geometry.domains import SpaceTime
 from ..geometry.singular import enrich
-from ..nn.layers import Network, Parity
 from ..nn.nets import build_network as build_core_network
 from ..nn.nets import physics_informed_init
+from ..nn.network import Network, Parity
 from ..parallel.mesh import make_mesh
 from ..physics.coeffs import constrained
 from ..physics.problem import Problem
 from ..physics.terms import Initial
 from ..sphere.domain import Sphere, SphereEmbedding
 from ..train.adaptive import Adaptive
+from ..train.collocation import Sampler
 from ..train.phases import PHASES, AbstractPhase
-from ..train.sampling import Sampler
 from ..train.spec import Run, TimeWindows
 from ..train.weighting import Causal, Weighting
 from .config import RunConfig, did_you_mean

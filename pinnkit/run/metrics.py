@@ -15,7 +15,7 @@ import numpy as np
 
 from ..nn.evaluate import _jacobians as _jacobians
 from ..nn.evaluate import _values as _values
-from ..nn.evaluate import predict as predict
+from ..nn.evaluate import predict as predict  # moved to pinnkit.nn.evaluate; path kept one release
 from ..parallel.mesh import gauge_groups, gauge_of
 from ..physics.problem import Problem
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import _jsonsafe as jsonsafe
 from ..errors import RunDirError
+from ..nn.evaluate import predict
 from ..parallel.distributed import barrier, broadcast_from_main
 from ..parallel.mesh import evaluate_sharded, is_main_process, make_mesh
 from ..physics.coeffs import values as coeff_values
@@ -40,7 +41,7 @@ from .config import RunConfig, dump_config
 from .exactlift import exact_lift_record
 from .folder import OWN_NAMES, Replaced, RunFolderWarning, RunLock, earned_checkpoint, recover, stranded
 from .live import start_live_logging
-from .metrics import Predictor, predict
+from .metrics import Predictor
 from .records_io import read_history as _read_history
 from .records_io import read_summary as _read_summary
 

@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from ..nn.layers import ACTIVATIONS, INITS
 from ..nn.nets import KINDS as NET_KINDS
+from ..train.collocation import METHODS as SAMPLER_METHODS
 from ..train.loss import REMAT
 from ..train.phases import PHASES
 from ..train.phases.optax import AdamConfig
 from ..train.phases.optax import ScheduleConfig as ScheduleConfig
-from ..train.sampling import METHODS as SAMPLER_METHODS
 from ..train.weighting import KINDS as WEIGHTING_KINDS
 
 

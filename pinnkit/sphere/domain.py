@@ -30,7 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._types import Point
-from ..geometry.domains import AbstractDomain
+from ..geometry.domains import AbstractUnitCubeDomain
 from ..nn.embeddings import AbstractTimeWindowed
 
 # Williamson et al. (1992) constants, shared by the climate problems and the spectral reference
@@ -72,7 +72,7 @@ def gaussian_grid(nlat: int, nlon: int | None = None):
     return lon, lat, weights
 
 
-class Sphere(AbstractDomain):
+class Sphere(AbstractUnitCubeDomain):
     """The sphere of radius ``radius``, optionally times an interval $[t_0, t_1]$.
 
     Coordinates ``("x", "y", "z")`` or ``("t", "x", "y", "z")`` (Cartesian, see the module
@@ -145,6 +145,9 @@ class Sphere(AbstractDomain):
         if self.timed:
             on = on & (x[0] >= self.t0) & (x[0] <= self.t1)
         return on
+
+    def inside(self, points):
+        return None
 
     def grid(self, resolution, times=None):
         """Points of a Gaussian lat–lon grid (see `gaussian_grid`), ``nlat = resolution``

@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from ..diffops import AbstractDiffMethod
 from ..optim.woodbury import weighted_rows
 from ..physics.problem import Problem
-from .sampling import Sampler
+from .collocation import Sampler
 from .weighting import Causal, ntk_traces
 
 REMAT = ("none", "dots", "full")

@@ -18,8 +18,8 @@ from ..diffops import AbstractDiffMethod
 from ..physics.problem import Problem
 from ..physics.terms import Initial
 from .adaptive import Adaptive
+from .collocation import Sampler
 from .phases import AbstractPhase
-from .sampling import Sampler
 from .weighting import Weighting
 
 
