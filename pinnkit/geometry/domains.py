@@ -21,6 +21,7 @@ from equinox import AbstractVar
 from jaxtyping import Array, Bool, Float
 
 from .._types import Point, Points
+from ._memo import memo
 from .rejection import oversample, select
 
 # Conventional face names, by dimension, for the (min, max) end of each coordinate.
@@ -101,7 +102,8 @@ class AbstractDomain(eqx.Module):
         """Points of ``grid(resolution)`` without building it (the memory plan asks)."""
 
     def check_piece(self, piece: str) -> None:
-        if piece not in self.pieces():
+        # a set built once per domain: a polygon has a piece per side, asked once each
+        if piece not in memo(self, "piece set", lambda: frozenset(self.pieces())):
             from ..errors import did_you_mean, name_list
 
             raise ValueError(
