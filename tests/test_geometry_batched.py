@@ -202,3 +202,29 @@ def test_limits_are_refused_up_front_naming_the_key():
                        match=r"network\.hard_constraint: .* 2450 \(part, trimming operand\) pairs"):
         fifty = union(*[Disk([0.1 * i, 0], 0.08) for i in range(50)])
         DistanceDirichlet(fifty, ("boundary",), ((0,),), (None,))
+
+
+def test_ten_thousand_vertex_polygon_builds_samples_and_takes_a_hard_constraint():
+    """Issue 38's large input (its build time is measured by scripts/bench_geometry.py
+    --build, not here): every side is a piece, points lie on their side, the boundary's
+    distance function vanishes there and is positive inside. Parts, atoms and frames
+    hand out plain methods (a `BoundMethod` module per access cost ~1 CPU s here)."""
+    import types
+
+    from pinnkit.geometry.distance import adf
+
+    n = 10_000
+    th = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    r = 1.0 + 0.3 * np.cos(7 * th)
+    verts = np.stack([r * np.cos(th), r * np.sin(th)], 1)
+    shape = build_domain({"polygon": {"vertices": verts.tolist()}})
+    assert len(shape.pieces()) == n + 2
+    part = shape.piece_parts("side17")[0]
+    assert all(type(m) is types.MethodType for m in (part.normal, part.atom.measure, part.frame.vector))
+    side = np.asarray(shape.sample(jax.random.key(0), 32, "side17"), np.float64)
+    a, b = verts[17], verts[18]
+    cross = (b - a)[0] * (side - a)[:, 1] - (b - a)[1] * (side - a)[:, 0]
+    np.testing.assert_allclose(cross / np.linalg.norm(b - a), 0.0, atol=16 * EPS32)
+    phi = jax.jit(jax.vmap(adf(shape)))
+    np.testing.assert_allclose(phi(jnp.asarray(side)), 0.0, atol=1e-5)
+    assert float(phi(jnp.zeros((1, 2)))[0]) > 0.0  # the centre: inside (an ADF, not the distance)
