@@ -278,6 +278,10 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(n.pi_points >= 1, where, "network.pi_points", "expected an integer >= 1", n.pi_points)
     for k, v in cfg.sampler.batch.items():
         _check(v >= 1, where, f"sampler.batch.{k}", "expected an integer >= 1", v)
+    every = cfg.sampler.resample_every
+    _check(isinstance(every, int) and every >= 1, where, "sampler.resample_every", "expected an integer >= 1", every)
+    _check(every == 1 or cfg.sampler.resample, where, "sampler.resample_every",
+           "fresh points every k steps need sampler.resample: true (else the points never change)", every)
     _check(
         cfg.diffops.method in METHODS, where, "diffops.method",
         f"expected one of {sorted(METHODS)}", cfg.diffops.method,
