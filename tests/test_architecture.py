@@ -267,10 +267,7 @@ def _names_imported(name: str) -> list[tuple[str, str]]:
 # A problem module builds on public names only: what a built-in problem shares with another
 # (flow residuals, the energy-balance model) is public in pinnkit.physics, so a user's problem
 # can do the same. Allowed, with why:
-PRIVATE_ALLOWED = {
-    # the flow problem reads its YAML with the expression language's parsers
-    ("pinnkit.problems.flow", "pinnkit.problems.expression"),
-}
+PRIVATE_ALLOWED: set[tuple[str, str]] = set()  # none left: flow.py reads its YAML with public readers
 
 
 def test_problems_import_no_private_names_of_other_problems():

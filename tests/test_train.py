@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from pinnkit.errors import ConfigError
 from pinnkit.parallel.mesh import make_mesh
 from pinnkit.run.build import build_run
 from pinnkit.run.config import load_config
@@ -61,6 +62,29 @@ def test_resampling_on_two_devices_learns(method, trained):
     losses = [h["loss"] for h in res.history]
     assert res.result is RESULTS.successful
     trained.check("final/first loss", losses[-1] / losses[0], "<", 0.1)
+
+
+def test_resample_every_k_steps_holds_each_draw_for_k_steps():
+    # lr 1e-30: the parameters do not move in float32, so each step's loss is its points'
+    cfg = _cfg("train.steps=9", "train.chunk=9", "train.log_every=1", "sampler.resample=true",
+               "sampler.method=sobol", "sampler.resample_every=3",
+               "optim.phases=[{kind: adam, lr: 1.0e-30}]", path=SOFT)
+    losses = [h["loss"] for h in fit(build_run(cfg, mesh=make_mesh(1)), progress=False).history]
+    assert len(losses) == 9
+    for g in range(3):  # the same points within a group of 3 steps, new ones at its end
+        assert losses[3 * g] == losses[3 * g + 1] == losses[3 * g + 2], losses
+    assert len({losses[0], losses[3], losses[6]}) == 3, losses
+    every = fit(build_run(_cfg("train.steps=3", "train.chunk=3", "train.log_every=1",
+                               "sampler.resample=true", "sampler.method=sobol",
+                               "optim.phases=[{kind: adam, lr: 1.0e-30}]", path=SOFT),
+                          mesh=make_mesh(1)), progress=False).history
+    assert len({h["loss"] for h in every}) == 3  # the default: fresh points every step
+    assert every[0]["loss"] == losses[0]  # and the first draw is the same
+
+
+def test_resample_every_without_resampling_is_refused():
+    with pytest.raises(ConfigError, match="sampler.resample_every"):
+        _cfg("sampler.resample_every=5")
 
 
 def test_same_seed_same_numbers_other_seed_differs():

@@ -125,6 +125,24 @@ def predict_sharded(fn, points: np.ndarray, mesh: Mesh, batch: int = 16384, dtyp
     return np.concatenate(rows), np.concatenate(vals)
 
 
+ZERO_REFERENCE = 1e-6
+"""A reference field whose $L^2$ norm is at most this fraction of the largest field's is
+zero to rounding (``v`` of Poiseuille flow from a finite-element solve)."""
+
+
+def relative_errors(out_names, num, den, n) -> dict[str, float]:
+    r"""``{field: e}`` from the squared error sums ``num`` and squared reference sums ``den``
+    of each field over ``n`` points: $\sqrt{num/den}$, the relative $L^2$ error, or the
+    absolute RMS error $\sqrt{num/n}$ where the reference is zero to rounding (``den`` at
+    most `ZERO_REFERENCE`² times the largest ``den``; all zero: every field). Dividing by
+    the norm of rounding would report ~1e13 for a good prediction of a vanishing field."""
+    num, den = np.asarray(num, np.float64), np.asarray(den, np.float64)
+    floor = ZERO_REFERENCE**2 * float(np.max(den, initial=0.0))
+    return {name: float(np.sqrt(num[i] / den[i])) if den[i] > floor and den[i] > 0
+            else float(np.sqrt(num[i] / max(n, 1)))
+            for i, name in enumerate(out_names)}
+
+
 def gauge_of(gauge) -> dict[str, str]:
     """``{field: kind}`` from a `Problem.gauge_map` or a sequence of mean-free names."""
     return dict(gauge) if isinstance(gauge, Mapping) else {str(k): "mean" for k in gauge}
@@ -143,11 +161,11 @@ def gauge_groups(problem, points: np.ndarray) -> tuple[np.ndarray, int]:
 def field_errors_sharded(out_names, gauge, pred: np.ndarray, ref: np.ndarray,
                          groups: tuple[np.ndarray, int] | None = None) -> dict:
     """`metrics.field_errors` from each process's rows: per-field sums in float64 on each
-    host, added across processes. Same definitions (relative $L^2$, or RMS when the
-    reference is zero; $L^\\infty$), fields with a gauge (``{field: kind}``, or a sequence
-    of ``mean`` fields) compared less their means: over all rows (``mean``) or over the
-    rows of each time level (``mean_per_time``; ``groups``: each row's level and the
-    number of levels, `gauge_groups`)."""
+    host, added across processes. Same definitions (relative $L^2$, or RMS where the
+    reference is zero to rounding, `relative_errors`; $L^\\infty$), fields with a gauge
+    (``{field: kind}``, or a sequence of ``mean`` fields) compared less their means: over
+    all rows (``mean``) or over the rows of each time level (``mean_per_time``;
+    ``groups``: each row's level and the number of levels, `gauge_groups`)."""
     p, r = pred.astype(np.float64), ref.astype(np.float64)
     n = allgather_host(np.float64(p.shape[0])).sum()
     shift_p = np.zeros(p.shape)
@@ -167,11 +185,8 @@ def field_errors_sharded(out_names, gauge, pred: np.ndarray, ref: np.ndarray,
     local = np.stack([(diff**2).sum(0), ((r - shift_r) ** 2).sum(0)])
     sq = allgather_host(local).sum(0)
     linf = allgather_host(np.abs(diff).max(0, initial=0.0)).max(0)
-    rel, inf = {}, {}
-    for i, name in enumerate(out_names):
-        rel[name] = float(np.sqrt(sq[0, i] / sq[1, i])) if sq[1, i] > 0 else float(np.sqrt(sq[0, i] / n))
-        inf[name] = float(linf[i])
-    return {"rel_l2": rel, "linf": inf}
+    rel = relative_errors(out_names, sq[0], sq[1], n)
+    return {"rel_l2": rel, "linf": {name: float(linf[i]) for i, name in enumerate(out_names)}}
 
 
 # Grids up to this many points are evaluated in one pass, their errors summed over the
@@ -257,7 +272,7 @@ class _Moments:
             hi, lo = self.hi.max(0), self.lo.min(0)
         sq, absmax = self.sq.sum(0), self.absmax.max(0)
         has = self.n > 0
-        rel, inf = {}, {}
+        nums, dens, inf = [], [], {}
         for i, name in enumerate(out_names):
             kind = gauge.get(name)
             if kind == "mean_per_time":  # less the mean of each time level
@@ -269,9 +284,10 @@ class _Moments:
                 linf = max(hi[i] - mean[0, i], mean[0, i] - lo[i])
             else:
                 num, den, linf = sq[0, i], sq[1, i], absmax[i]
-            rel[name] = float(np.sqrt(num / den)) if den > 0 else float(np.sqrt(num / total))
+            nums.append(num)
+            dens.append(den)
             inf[name] = float(linf)
-        return {"rel_l2": rel, "linf": inf}
+        return {"rel_l2": relative_errors(out_names, nums, dens, total), "linf": inf}
 
 
 def _reference_rows(problem, pts, rows, mesh, batch, dtype):

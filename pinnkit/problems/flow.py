@@ -32,12 +32,16 @@ import jax.numpy as jnp
 
 from .._host import HostFunction
 from ..errors import ConfigError, name_list
+from ..errors import did_you_mean as _suggest
 from ..expr import ExprError, Resolver, Symbols, host_function, point_function
 from ..geometry.distance import DistanceDirichlet
 from ..geometry.domains import SpaceTime
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation
-from .expression import _broadcast, _constant, _domain, _mapping, _suggest
+from .expression import broadcast as _broadcast
+from .expression import read_constant as _constant
+from .expression import read_domain as _domain
+from .expression import read_mapping as _mapping
 from .navier_stokes import continuity_residual, momentum_residual
 
 KEY = "problem.params"

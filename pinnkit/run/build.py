@@ -338,7 +338,7 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
     # so that `--set network.hard_constraint=true` works on any config.
     dropped = set(problem.enforced) if cfg.network.hard_constraint else set()
     batch = {k: v for k, v in cfg.sampler.batch.items() if k not in dropped}
-    sampler = Sampler(batch, cfg.sampler.method, cfg.sampler.resample)
+    sampler = Sampler(batch, cfg.sampler.method, cfg.sampler.resample, cfg.sampler.resample_every)
     n_dev = mesh.size if mesh is not None else 1
     try:
         sampler.check(problem, n_dev)

@@ -278,10 +278,13 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(n.pi_points >= 1, where, "network.pi_points", "expected an integer >= 1", n.pi_points)
     for k, v in cfg.sampler.batch.items():
         _check(v >= 1, where, f"sampler.batch.{k}", "expected an integer >= 1", v)
-    _check(
-        cfg.diffops.method in METHODS, where, "diffops.method",
-        f"expected one of {sorted(METHODS)}", cfg.diffops.method,
-    )
+    every = cfg.sampler.resample_every
+    _check(isinstance(every, int) and every >= 1, where, "sampler.resample_every",
+           "expected an integer >= 1", every)
+    _check(every == 1 or cfg.sampler.resample, where, "sampler.resample_every",
+           "fresh points every k steps need sampler.resample: true (else the points never change)", every)
+    _check(cfg.diffops.method in METHODS, where, "diffops.method",
+           f"expected one of {sorted(METHODS)}", cfg.diffops.method)
     for key, msg, value in cfg.diffops.problems():
         _check(False, where, f"diffops.{key}", msg, value)
     for k, v in cfg.weighting.weights.items():
@@ -327,11 +330,9 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     phases = cfg.optim.phases
     _check(len(phases) >= 1, where, "optim.phases", "expected at least one phase", phases)
     nulls = [i for i, p in enumerate(phases) if p.steps is None]
-    _check(
-        len(nulls) <= 1, where, "optim.phases",
-        "at most one phase may leave 'steps' empty (it takes the rest of train.steps)",
-        [p.steps for p in phases],
-    )
+    _check(len(nulls) <= 1, where, "optim.phases",
+           "at most one phase may leave 'steps' empty (it takes the rest of train.steps)",
+           [p.steps for p in phases])
     for i, p in enumerate(phases):
         pp = f"optim.phases.{i}"
         if p.steps is not None:

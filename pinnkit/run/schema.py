@@ -138,11 +138,13 @@ class AdaptiveConfig:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """``sampler``: global points per term, ``uniform``/``sobol``, fixed or resampled,
-    optionally residual-adaptive (``adaptive``)."""
+    """``sampler``: global points per term, ``uniform``/``sobol``, fixed or resampled
+    (``resample``; every ``resample_every`` steps), optionally residual-adaptive
+    (``adaptive``)."""
 
     method: Literal[SAMPLER_METHODS] = "uniform"
     resample: bool = False
+    resample_every: int = 1
     batch: dict[str, int] = field(default_factory=dict)
     adaptive: AdaptiveConfig | None = None
 

@@ -10,7 +10,10 @@ as the domain's type says (`AbstractDomain.points`): mapped onto the term's piec
 - ``resample: false`` (default, deepxde's fixed training set): one global set is drawn
   once on the host (uniform with the run's key, or scrambled Sobol), mapped, and passed
   into the training step sharded over devices. Identical for any device count.
-- ``resample: true``: fresh points every step, drawn on each device (no host traffic).
+- ``resample: true``: fresh points every step, drawn on each device (no host traffic);
+  with ``every = k > 1`` every ``k`` steps (the step key, which draws them, is then
+  ``fold_in(·, step // k)``: a second-order phase converges on one set for ``k`` steps,
+  and the next set exposes what it learnt only between the points).
   ``uniform``: i.i.d. with a per-device key. ``sobol``: a scrambled Sobol set, sharded
   once, randomly shifted each step (Cranley–Patterson rotation), so the union over
   devices is always a shifted low-discrepancy set.
@@ -42,11 +45,13 @@ class Sampler(eqx.Module):
     - `batch`: global number of points per term name (data terms: ignored, all data used).
     - `method`: ``"uniform"`` or ``"sobol"``.
     - `resample`: draw fresh points every step (True) or use one fixed set (False).
+    - `every`: with `resample`, keep each draw for this many steps (module docstring).
     """
 
     batch: dict[str, int] = eqx.field(static=True)
     method: Literal["uniform", "sobol"] = eqx.field(static=True, default="uniform")
     resample: bool = eqx.field(static=True, default=False)
+    every: int = eqx.field(static=True, default=1)
 
     def check(self, problem: Problem, n_devices: int) -> None:
         """Raises ``ValueError`` (with both name sets) if batch and terms do not match."""

@@ -1,7 +1,8 @@
 """The compiled unit of training: ``n`` steps of one phase scanned in one dispatch.
 
-A step is: key ``fold_in(train_key, step)`` (the stream does not depend on chunking, so
-a resumed run follows the uninterrupted trajectory); the update of the extra training
+A step is: key ``fold_in(train_key, step)`` (``step // k`` when `Sampler.every` = k holds
+each draw of points for k steps; the stream does not depend on chunking, so a resumed run
+follows the uninterrupted trajectory); the update of the extra training
 state (`make_adapt`: adaptive loss weights, adaptive point sets); the phase's update
 (`AbstractPhase.step` on the `Loss`). The chunk returns per-step metrics measured before
 each update; the host loop (`pinnkit.train.loop`) logs them and checks them between
@@ -174,8 +175,11 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
     adapt = (make_adapt(run, loss, update_weights=phase.updates_weights, steps=(phase.start, phase.end))
              if run is not None else None)
 
+    every = loss.sampler.every if loss.sampler.resample else 1
+
     def one_step(arrays, state: TrainState):
-        key_s = jax.random.fold_in(key, state.step)
+        # held for `every` steps: the points it draws (`Sampler`), and its other draws
+        key_s = jax.random.fold_in(key, state.step if every == 1 else state.step // every)
         extra = state.extra
         if adapt is not None:
             extra = adapt(state.params, key_s, arrays, extra, state.step)
