@@ -152,13 +152,13 @@ def test_trims_far_away_are_dropped_and_splits_are_exact():
 
 def test_polygon_distance_is_one_stacked_evaluation_with_the_same_numbers():
     from pinnkit.geometry import Polygon, rotate
-    from pinnkit.geometry.distance import part_adf, piece_adf, r_equiv
+    from pinnkit.geometry.distance import part_adf, piece_adf, r_equiv, segment_groups
 
     th = np.linspace(0, 2 * np.pi, 40, endpoint=False)
     r = 1.0 + 0.3 * np.cos(5 * th)
     for poly in (Polygon(np.stack([r * np.cos(th), r * np.sin(th)], 1)),
                  rotate(Polygon(np.stack([r * np.cos(th), r * np.sin(th)], 1)), 0.3)):
-        assert batched.untrimmed_segments(poly, "boundary")[0] is not None
+        assert segment_groups(poly, "boundary")[1] == ()  # every side in one group
         parts = poly.piece_parts("boundary")
         x = jax.random.uniform(jax.random.key(3), (50, 2), minval=-0.6, maxval=0.6)
 

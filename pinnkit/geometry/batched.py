@@ -375,25 +375,6 @@ def _unit_sphere(v, d):
     return jnp.stack([rho * jnp.cos(lon), rho * jnp.sin(lon), z], axis=1)
 
 
-def untrimmed_segments(root, piece: str):
-    """The untrimmed straight parts of ``piece`` as world-frame arrays ``(a, b, sign,
-    length, (length/2)^2)`` (``sign`` -1 where flipped) and the indices of the other parts: a polygon's sides,
-    for one stacked distance function instead of one per side (`pinnkit.geometry.distance`)."""
-    def make():
-        parts = root.piece_parts(piece)
-        seg = [i for i, p in enumerate(parts) if _atom_kind(p) == "segment" and not p.trims]
-        straight = set(seg)  # (a set built once: per element it made the walk O(n^2))
-        rest = tuple(i for i in range(len(parts)) if i not in straight)
-        if len(seg) < 8:  # few: part by part, as before
-            return None, tuple(range(len(parts)))
-        ps = [parts[i] for i in seg]
-        a = np.stack([_to_world(p, p.atom.a) for p in ps])
-        b = np.stack([_to_world(p, p.atom.b) for p in ps])
-        length = np.linalg.norm(b - a, axis=1)  # in float64, as Segment.measure
-        return (a, b, np.asarray([-1.0 if p.flip else 1.0 for p in ps]), length, (0.5 * length) ** 2), rest
-    return memo(root, ("untrimmed segments", piece), make)
-
-
 def _to_world(part, y) -> np.ndarray:
     f = part.frame
     return f.scale * (np.asarray(f.rotation) @ np.asarray(y, np.float64)) + np.asarray(f.shift)

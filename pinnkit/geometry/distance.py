@@ -39,18 +39,21 @@ from collections.abc import Callable, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._constraint import AbstractHardConstraint
 from .._types import Point, Scalar
 from ..diffops import jets
 from . import batched
-from .base import AbstractShape, Part, all_parts
+from ._memo import memo
+from .base import AbstractShape, Part
 from .domains import AbstractDomain, SpaceTime
 from .rfunctions import r_and, trimmed
 
 # The distance function of a CSG part is trimmed by the signed distance of each operand it
-# was combined with, and those are traced one by one: a union of n shapes costs n(n-1).
+# was combined with: each operand's once per evaluation (`_cutter`), but one conjunction
+# per (part, operand) pair, so a union of n shapes still costs n(n-1).
 MAX_TRIM_PAIRS = 2000
 
 
@@ -64,8 +67,9 @@ def r_equiv(phis: Sequence[Scalar]) -> Scalar:
     return jnp.where(ok, 1.0 / jnp.sum(1.0 / jnp.where(ok, p, 1.0)), 0.0)
 
 
-def part_adf(part: Part, x: Point) -> Scalar:
-    """ADF of one trimmed part (module docstring; a mesh: `pinnkit.geometry.mesh_adf`)."""
+def part_adf(part: Part, x: Point, cutters: dict | None = None) -> Scalar:
+    """ADF of one trimmed part (module docstring; a mesh: `pinnkit.geometry.mesh_adf`).
+    ``cutters``: the trimming operands' signed ADFs at ``x`` computed so far (`_cutter`)."""
     from .mesh import MeshSurface
 
     if isinstance(part.atom, MeshSurface):
@@ -75,44 +79,96 @@ def part_adf(part: Part, x: Point) -> Scalar:
                              "Dirichlet data as a loss term (network.hard_constraint: false)")
         return part.frame.scale * part.atom.adf(part.frame.to_local(x))
     f, t = part.level(x)
-    for shape, sign, _ in part.trims:
-        # the part keeps sign * sdf > 0, i.e. -sign * (signed ADF, > 0 inside) > 0
-        tc = -sign * signed_adf(shape, x)
+    return trimmed(f, _trim(t, [(s, sign) for s, sign, _ in part.trims], x, cutters))
+
+
+def _trim(t, trims, x: Point, cutters: dict | None):
+    """``t`` (a part's own trimming function, None, or a vector of them) conjoined with
+    each trim ``(shape, sign)``: the part keeps ``sign * sdf > 0``, i.e. ``-sign *
+    signed_adf > 0`` (positive inside)."""
+    cutters = {} if cutters is None else cutters
+    for shape, sign in trims:
+        tc = -sign * _cutter(shape, x, cutters)
         t = tc if t is None else r_and(t, tc)
-    return trimmed(f, t)
+    return t
 
 
-def signed_adf(shape: AbstractShape, x: Point) -> Scalar:
+def _cutter(shape: AbstractShape, x: Point, cutters: dict) -> Scalar:
+    """``signed_adf(shape, x)``, once per call: the operands of a CSG result trim all of
+    its parts (a plate's four sides are each trimmed by its hole), and each would trace
+    the operand's whole distance function again."""
+    if id(shape) not in cutters:  # the shapes live in the parts' trims during the call
+        cutters[id(shape)] = signed_adf(shape, x, cutters)
+    return cutters[id(shape)]
+
+
+def signed_adf(shape: AbstractShape, x: Point, cutters: dict | None = None) -> Scalar:
     """The shape's smooth signed ADF: positive inside, $\\approx$ distance near the
     boundary."""
-    phi = r_equiv([part_adf(p, x) for p in all_parts(shape)])
+    phi = _parts_adf(shape, "boundary", x, {} if cutters is None else cutters)
     return jnp.where(shape.sdf(x) < 0, phi, -phi)
 
 
-def piece_adf(domain: AbstractDomain, piece: str, x: Point) -> Scalar:
-    """ADF of one boundary piece (or ``"initial"``: $t - t_0$ of a `SpaceTime`)."""
+def piece_adf(domain: AbstractDomain, piece: str, x: Point, cutters: dict | None = None) -> Scalar:
+    """ADF of one boundary piece (or ``"initial"``: $t - t_0$ of a `SpaceTime`);
+    ``cutters`` shares the trimming operands' distance functions between pieces."""
     if isinstance(domain, SpaceTime):
         if piece == "initial":
             return x[0] - domain.t0
-        return piece_adf(domain.space, piece, x[1:])
+        return piece_adf(domain.space, piece, x[1:], cutters)
     if not isinstance(domain, AbstractShape):
         raise ValueError(f"distance functions need a pinnkit.geometry shape, not {type(domain).__name__}")
-    parts = domain.piece_parts(piece)
-    seg, rest = batched.untrimmed_segments(domain, piece)
-    phis = [part_adf(parts[i], x) for i in rest]
-    if seg is not None:  # a polygon's sides: one stacked evaluation, not one per side
-        phis.append(_segments_adf(*(jnp.asarray(v, x.dtype) for v in seg), x))
+    return _parts_adf(domain, piece, x, {} if cutters is None else cutters)
+
+
+def _parts_adf(root: AbstractShape, piece: str, x: Point, cutters: dict) -> Scalar:
+    """The R-equivalence of ``piece``'s parts' ADFs, the straight sides with the same
+    trims as one stacked evaluation each (`segment_groups`)."""
+    parts = root.piece_parts(piece)
+    groups, rest = segment_groups(root, piece)
+    phis = [part_adf(parts[i], x, cutters) for i in rest]
+    for arrays, trims in groups:
+        f, t = _segments_level(*(jnp.asarray(v, x.dtype) for v in arrays), x)
+        phis.append(trimmed(f, _trim(t, trims, x, cutters)))
     return r_equiv(phis)
 
 
-def _segments_adf(a, b, sign, length, half2, x):
-    """`part_adf` of untrimmed segments ``a -> b`` (rows), as `Segment.level`: $f$ the
-    signed distance to the line, $t = ((L/2)^2 - |x - c|^2)/L$."""
+def segment_groups(root: AbstractShape, piece: str) -> tuple[tuple, tuple[int, ...]]:
+    """``piece``'s straight sides grouped by their trims (the same operands with the same
+    signs, in the same order), each group with two or more sides as world-frame arrays
+    ``(a, b, sign, length, (length/2)^2)`` (``sign`` -1 where flipped) and its trims
+    ``((shape, sign), ...)``, and the indices of the other parts: one distance
+    function per group instead of one per side (a polygon's sides form one group)."""
+    def make():
+        parts = root.piece_parts(piece)
+        by_trims: dict[tuple, list[int]] = {}
+        for i, p in enumerate(parts):
+            if getattr(type(p.atom), "stack_kind", None) == "segment":
+                key = tuple((id(s), sign) for s, sign, _ in p.trims)
+                by_trims.setdefault(key, []).append(i)
+        groups, stacked = [], set()
+        for idx in by_trims.values():
+            if len(idx) < 2:
+                continue
+            ps = [parts[i] for i in idx]
+            a = np.stack([batched._to_world(p, p.atom.a) for p in ps])
+            b = np.stack([batched._to_world(p, p.atom.b) for p in ps])
+            length = np.linalg.norm(b - a, axis=1)  # in float64, as Segment.measure
+            arrays = (a, b, np.asarray([-1.0 if p.flip else 1.0 for p in ps]), length, (0.5 * length) ** 2)
+            groups.append((arrays, tuple((s, sign) for s, sign, _ in ps[0].trims)))
+            stacked.update(idx)
+        return tuple(groups), tuple(i for i in range(len(parts)) if i not in stacked)
+    return memo(root, ("segment groups", piece), make)
+
+
+def _segments_level(a, b, sign, length, half2, x):
+    """`Part.level` of segments ``a -> b`` (rows) in the world frame, as `Segment.level`:
+    $f$ the signed distance to the line, $t = ((L/2)^2 - |x - c|^2)/L$."""
     e = (b - a) / length[:, None]
     r = x[None, :] - a
     f = sign * (e[:, 0] * r[:, 1] - e[:, 1] * r[:, 0])
     c = x[None, :] - 0.5 * (a + b)
-    return trimmed(f, (half2 - jnp.sum(c * c, axis=1)) / length)
+    return f, (half2 - jnp.sum(c * c, axis=1)) / length
 
 
 def adf(domain: AbstractDomain, pieces: Sequence[str] = ("boundary",)) -> Callable[[Point], Scalar]:
@@ -122,7 +178,11 @@ def adf(domain: AbstractDomain, pieces: Sequence[str] = ("boundary",)) -> Callab
     for p in pieces:
         if p != "initial":
             domain.check_piece(p)
-    return lambda x: r_equiv([piece_adf(domain, p, x) for p in pieces])
+
+    def phi(x):
+        cutters = {}
+        return r_equiv([piece_adf(domain, p, x, cutters) for p in pieces])
+    return phi
 
 
 class DistanceDirichlet(AbstractHardConstraint):
@@ -180,7 +240,8 @@ class DistanceDirichlet(AbstractHardConstraint):
         $D_k = \\phi_k$ on the constrained outputs, $0$ and $1$ on the others. Each piece's
         ADF, each condition's data and each set of pieces' blend is computed once (the
         outputs ``u, v`` of a no-slip condition share all three)."""
-        phis = {p: piece_adf(self.domain, p, x) for p in dict.fromkeys(self.pieces)}
+        cutters = {}  # each trimming operand's distance function once for all pieces
+        phis = {p: piece_adf(self.domain, p, x, cutters) for p in dict.fromkeys(self.pieces)}
         data = [None if g is None else jnp.atleast_1d(g(x)) for g in self.values]
         a, d = jnp.zeros((m,), x.dtype), jnp.ones((m,), x.dtype)
         shared = {}
