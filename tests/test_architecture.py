@@ -211,10 +211,6 @@ PROBES_ALLOWED = {
     ("pinnkit/train/plan.py", "getattr(mem, f, 0)"),
     # os.O_CLOEXEC is missing on some platforms
     ("pinnkit/train/checkpoint.py", "getattr(os, 'O_CLOEXEC', 0)"),
-    # open (issue 34, domains bullet): the stacked-primitive kind is probed on the class;
-    # it becomes a declared attribute when the shape family is made abstract-or-final
-    ("pinnkit/geometry/batched.py", "getattr(type(shape), 'stack_kind', None)"),
-    ("pinnkit/geometry/batched.py", "getattr(type(part.atom), 'stack_kind', None)"),
 }
 NETWORK_CLASSES = {"Network", "MLP", "ModifiedMLP", "PirateNet", "Normalize", "PeriodicEmbedding",
                    "FourierFeatures", "SphereEmbedding", "HardDirichlet"}

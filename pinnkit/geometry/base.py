@@ -19,6 +19,7 @@ chosen in proportion to its atom's measure), keeping the candidates on the piece
 
 import abc
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -112,6 +113,10 @@ class AbstractAtom(_PlainMethods):
       the atom, or None when the atom is all of $\\{f = 0\\}$ (a circle, a sphere).
     """
 
+    # the kind `pinnkit.geometry.batched` stacks ("segment": fields a, b; "round": center,
+    # radius), None: evaluated one by one
+    stack_kind: ClassVar[str | None] = None
+
     name: AbstractVar[str]
 
     @abc.abstractmethod
@@ -197,6 +202,9 @@ class AbstractShape(AbstractRejectionDomain):
     define ``sdf``, ``parts``, ``bbox`` and ``measure``.
     """
 
+    # the kind `pinnkit.geometry.batched` stacks ("round": center, radius; "box": lower,
+    # upper), None: evaluated one by one
+    stack_kind: ClassVar[str | None] = None
     coords: AbstractVar[tuple[str, ...]]
 
     def __getattribute__(self, name: str):

@@ -38,8 +38,8 @@ _CHUNK = 1 << 21  # candidate-trim pairs evaluated per block
 
 def _kind(shape) -> str | None:
     """``"round"`` (``center``, ``radius``), ``"box"`` (``lower``, ``upper``, axis-aligned)
-    or None: the shape's ``stack_kind`` class attribute."""
-    return getattr(type(shape), "stack_kind", None)
+    or None: the shape's declared ``stack_kind``."""
+    return type(shape).stack_kind
 
 
 def _norm_rows(v):
@@ -122,8 +122,8 @@ def sdf_rows(root, x):
 # --- normalised trims -------------------------------------------------------------------
 def _atom_kind(part) -> str | None:
     """``"segment"`` (``a``, ``b``), ``"round"`` (``center``, ``radius``: a circle or a
-    sphere) or None: the atom's ``stack_kind`` class attribute."""
-    return getattr(type(part.atom), "stack_kind", None)
+    sphere) or None: the atom's declared ``stack_kind``."""
+    return type(part.atom).stack_kind
 
 
 def _atom_box(part):

@@ -143,7 +143,7 @@ def segment_groups(root: AbstractShape, piece: str) -> tuple[tuple, tuple[int, .
         parts = root.piece_parts(piece)
         by_trims: dict[tuple, list[int]] = {}
         for i, p in enumerate(parts):
-            if getattr(type(p.atom), "stack_kind", None) == "segment":
+            if type(p.atom).stack_kind == "segment":
                 key = tuple((id(s), sign) for s, sign, _ in p.trims)
                 by_trims.setdefault(key, []).append(i)
         groups, stacked = [], set()
