@@ -137,10 +137,12 @@ def relative_errors(out_names, num, den, n) -> dict[str, float]:
     most `ZERO_REFERENCE`² times the largest ``den``; all zero: every field). Dividing by
     the norm of rounding would report ~1e13 for a good prediction of a vanishing field."""
     num, den = np.asarray(num, np.float64), np.asarray(den, np.float64)
-    floor = ZERO_REFERENCE**2 * float(np.max(den, initial=0.0))
-    return {name: float(np.sqrt(num[i] / den[i])) if den[i] > floor and den[i] > 0
-            else float(np.sqrt(num[i] / max(n, 1)))
-            for i, name in enumerate(out_names)}
+    # (a non-finite reference keeps $\sqrt{num/den}$: NaN, flagged in summary.json)
+    floor = ZERO_REFERENCE**2 * float(np.max(den, initial=0.0, where=np.isfinite(den)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {name: float(np.sqrt(num[i] / den[i])) if den[i] > floor and den[i] > 0
+                or not np.isfinite(den[i]) else float(np.sqrt(num[i] / max(n, 1)))
+                for i, name in enumerate(out_names)}
 
 
 def gauge_of(gauge) -> dict[str, str]:
