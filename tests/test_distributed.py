@@ -331,3 +331,14 @@ def test_donated_state_still_rolls_back_on_nonfinite_loss(tmp_path):
     leaves = jax.tree_util.tree_leaves(res.network)
     assert all(np.isfinite(np.asarray(x)).all() for x in leaves if hasattr(x, "dtype"))
     assert ckpt.latest_valid(tmp_path / "checkpoints")[1]["step"] == res.step
+
+
+def test_lost_process_message_names_the_peer():
+    """The survivor names the lost process: from ``task N`` in the detail, or, when a
+    collective's error names only an address (gloo: "Connection reset by peer"), the one
+    other process of a 2-process job; with more processes it cannot say which."""
+    gloo = "JaxRuntimeError: UNKNOWN: Gloo AllGather failed: Read error [127.0.0.1]:9111: Connection reset"
+    assert "lost process 1," in dist.lost_process_message(gloo, me=0, count=2)
+    assert "lost process 0," in dist.lost_process_message(gloo, me=1, count=2)
+    assert "lost process 3," in dist.lost_process_message("no heartbeat from task 3", me=0, count=4)
+    assert "lost another process" in dist.lost_process_message(gloo, me=0, count=4)

@@ -175,6 +175,8 @@ def lost_process_message(detail: str, me: int | None = None, count: int | None =
     count = jax.process_count() if count is None else count
     found = re.findall(r"task[:_ ]?(\d+)", detail)
     lost = sorted({int(t) for t in found} - {me})
+    if not lost and count == 2:  # a collective's error (gloo names an address): the one peer
+        lost = [1 - me]
     who = (f"process {', '.join(map(str, lost))}" if lost
            else "another process of the job (or the coordinator, process 0)")
     first = " ".join(detail.split())[:300]
