@@ -24,7 +24,7 @@ then timed ``--repeats`` times, and the median is reported. Beside the rates, XL
 figures of one compiled step (a chunk of 1): FLOPs by its cost analysis, the number of
 fusions in the ENTRY computation (kernels per step) and the temporaries' bytes.
 
-With ``PEER_VENVS`` set (the venvs of the peer harness, ``../shared/peers/setup_venvs.sh``;
+With ``PEER_VENVS`` set (the venvs of the peer harness, made by its own setup script outside this repository;
 ``PEERS_DIR``: the harness' folder, default ``shared/peers`` beside the checkout or one above), each
 problem's DeepXDE-PyTorch run (`deepxde_run.py`, ``--peer-steps`` Adam steps, one torch
 thread) is started as a child process on the same core, and its CPU steps/s (steps after
