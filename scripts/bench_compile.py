@@ -99,7 +99,8 @@ def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
     # a figure inflated by the machine (a slowed core, memory pressure re-reading evicted
     # library pages) rather than by the program shows there.
     return row | {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "instructions": len(lines),
-                  "probe_ms": [probe, probe_ms()], "sys_s": round(r1.ru_stime - r0.ru_stime, 2), "major_faults": r1.ru_majflt - r0.ru_majflt}
+                  "probe_ms": [probe, probe_ms()], "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
+                  "major_faults": r1.ru_majflt - r0.ru_majflt}
 
 
 def _where(fn, args, top: int) -> list[tuple[str, int]]:
@@ -163,7 +164,8 @@ def _line(row: dict) -> str:
         return f"{row['config']}: failed: {cold['error']}"
     line = (f"{row['config']}: {cold['phase']} {cold['steps']}-step chunk, "
             f"{cold['instructions']} instructions; "
-            f"cold {cold['cpu_s']:.1f} s CPU ({cold['wall_s']:.1f} s wall, lowering {cold['lower_cpu_s']:.1f} s, "
+            f"cold {cold['cpu_s']:.1f} s CPU ({cold['wall_s']:.1f} s wall, "
+            f"lowering {cold['lower_cpu_s']:.1f} s, "
             f"system {cold.get('sys_s', 0):.1f} s, {cold.get('major_faults', 0)} major faults, "
             f"probe {cold.get('probe_ms', '?')} ms)")
     if warm is not None and "error" not in warm:
