@@ -190,6 +190,15 @@ class Loss(eqx.Module):
             return vg(params, key, arrays, 0, ctx)
         return self._mean_over_micro(vg, params, key, arrays, ctx)
 
+    def terms(self, params, key, arrays, ctx) -> dict[str, Float[Array, ""]]:
+        """The per-term losses of the whole batch (unweighted, ``aux["terms"]``): with
+        micro-batches, the mean of theirs, so that what is computed from them (the
+        gradient-norm weights) does not depend on ``accumulate``."""
+        f = lambda *a: self(*a)[1]["terms"]  # noqa: E731
+        if self.accumulate == 1:
+            return f(params, key, arrays, 0, ctx)
+        return self._mean_over_micro(f, params, key, arrays, ctx)
+
     def value(self, params, key, arrays, ctx) -> Float[Array, ""]:
         """The total loss alone (line searches)."""
         if self.accumulate == 1:

@@ -107,7 +107,7 @@ def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
         def update(lam):
             ctx = loss.context(dict(extra, weights=lam), step)
             if w.kind == "grad_norm":
-                terms_fn = lambda p: loss(p, key, arrays, 0, ctx)[1]["terms"]  # noqa: E731
+                terms_fn = lambda p: loss.terms(p, key, arrays, ctx)  # noqa: E731
                 stats = grad_norms(per_term_grads(terms_fn, params))
             else:
                 stats = loss.ntk_traces(params, key, arrays, ctx["points"], ctx["tol"])
