@@ -69,12 +69,14 @@ def test_grad_norm_momentum_and_devices():
         np.testing.assert_allclose(lam4[k], lam1[k], rtol=1e-4)
 
 
-def test_grad_norm_weights_do_not_depend_on_accumulate():
-    """With 4 micro-batches the weights come from the whole batch's per-term gradients,
-    as with one (the mean of equal micro-batches' means is the mean: float32 rounding,
-    rtol 1e-5); from micro-batch 0 alone they would differ by the sampling error of a
-    quarter of the points (percent level here)."""
-    cfg = _cfg("weighting.kind=grad_norm", "weighting.momentum=0.0")
+@pytest.mark.parametrize("kind", ["grad_norm", "ntk"])
+def test_weights_do_not_depend_on_accumulate(kind):
+    """With 4 micro-batches the weights come from the whole batch, as with one: grad_norm
+    from the per-term gradients of the mean of the micro-batches' means (the mean: float32
+    rounding, rtol 1e-5), ntk from the same every-s-th-point subset. From micro-batch 0
+    alone they would differ by the sampling error of a quarter of the points (percent
+    level here)."""
+    cfg = _cfg(f"weighting.kind={kind}", "weighting.momentum=0.0", "weighting.ntk_points=64")
     lam1, _, _ = _first_update(cfg, 1)
     lam4, _, _ = _first_update(cfg, 1, accumulate=4)
     for k in lam1:

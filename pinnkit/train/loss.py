@@ -271,11 +271,15 @@ class Loss(eqx.Module):
     def ntk_traces(self, params, key, arrays, points, tol) -> dict[str, Float[Array, ""]]:
         """Mean NTK trace of each term (`pinnkit.train.weighting.ntk_traces`) on every
         s-th point of the step's batch, s = N // ntk_points: the same global subset for
-        any device count whenever s divides the per-device batch."""
+        any device count whenever s divides the per-device batch, and for any number of
+        micro-batches (the subset is taken from all of them, in order)."""
         n_dev = self.n_devices
 
         def per_device(params, key, arrays, points, tol):
-            batch = self.local_batch(key, arrays, points, jnp.asarray(0, jnp.int32))
+            micro = [self.local_batch(key, arrays, points, jnp.asarray(j, jnp.int32))
+                     for j in range(self.accumulate)]
+            batch = micro[0] if len(micro) == 1 else {
+                k: jnp.concatenate([b[k] for b in micro]) for k in micro[0]}
             sub = {k: v[:: max(1, v.shape[0] * n_dev // self.ntk_points)] for k, v in batch.items()}
             counts = {k: v.shape[0] * n_dev for k, v in sub.items()}
             return ntk_traces(lambda p: self.residuals(p, sub, self._estimate(key)), params, counts)
