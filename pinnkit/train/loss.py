@@ -35,7 +35,7 @@ from ..diffops import AbstractDiffMethod
 from ..optim.woodbury import weighted_rows
 from ..physics.problem import Problem
 from .collocation import Sampler
-from .weighting import Causal, ntk_traces
+from .weighting import Causal, ntk_traces, per_term_grads
 
 REMAT = ("none", "dots", "full")
 
@@ -190,11 +190,13 @@ class Loss(eqx.Module):
             return vg(params, key, arrays, 0, ctx)
         return self._mean_over_micro(vg, params, key, arrays, ctx)
 
-    def terms(self, params, key, arrays, ctx) -> dict[str, Float[Array, ""]]:
-        """The per-term losses of the whole batch (unweighted, ``aux["terms"]``): with
-        micro-batches, the mean of theirs, so that what is computed from them (the
-        gradient-norm weights) does not depend on ``accumulate``."""
-        f = lambda *a: self(*a)[1]["terms"]  # noqa: E731
+    def term_grads(self, params, key, arrays, ctx) -> dict[str, Any]:
+        """``{term: ∇_θ L_term}`` of the whole batch (`pinnkit.train.weighting.per_term_grads`;
+        the gradient-norm weights): with micro-batches, the mean of theirs, one
+        micro-batch alive at a time, so the weights do not depend on ``accumulate``."""
+        def f(p, key, arrays, micro, ctx):
+            return per_term_grads(lambda q: self(q, key, arrays, micro, ctx)[1]["terms"], p)
+
         if self.accumulate == 1:
             return f(params, key, arrays, 0, ctx)
         return self._mean_over_micro(f, params, key, arrays, ctx)
