@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import queue
+import resource
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def probe_ms() -> float:
+    """CPU milliseconds of a fixed pure-Python loop (18-22 ms on this machine's cores): the
+    machine's speed for this process at that moment, beside the chunk's figure."""
+    c0 = time.process_time()
+    sum(i * i for i in range(400_000))
+    return round(1e3 * (time.process_time() - c0), 1)
 
 
 def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
@@ -70,6 +79,8 @@ def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
     arrays = point_arrays(run)
     args = (nan_loss(run.dtype),) if ph.stops_early else ()
     fn = make_chunk(loss, ph, n, train_key(run), run=run)
+    probe = probe_ms()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     c0, w0 = time.process_time(), time.perf_counter()
     lowered = fn.lower(arrays, state, *args)
     c1 = time.process_time()
@@ -81,9 +92,15 @@ def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
         return row | {"where": _where(fn, (arrays, state, *args), where)}
     compiled = lowered.compile()
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     text = compiled.compiled.as_text() if hasattr(compiled, "compiled") else compiled.as_text()
     lines = [line for line in text.splitlines() if " = " in line]
-    return row | {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "instructions": len(lines)}
+    # The kernel's share, the page faults that needed a read and the probe before and after:
+    # a figure inflated by the machine (a slowed core, memory pressure re-reading evicted
+    # library pages) rather than by the program shows there.
+    return row | {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "instructions": len(lines),
+                  "probe_ms": [probe, probe_ms()], "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
+                  "major_faults": r1.ru_majflt - r0.ru_majflt}
 
 
 def _where(fn, args, top: int) -> list[tuple[str, int]]:
@@ -147,7 +164,10 @@ def _line(row: dict) -> str:
         return f"{row['config']}: failed: {cold['error']}"
     line = (f"{row['config']}: {cold['phase']} {cold['steps']}-step chunk, "
             f"{cold['instructions']} instructions; "
-            f"cold {cold['cpu_s']:.1f} s CPU ({cold['wall_s']:.1f} s wall)")
+            f"cold {cold['cpu_s']:.1f} s CPU ({cold['wall_s']:.1f} s wall, "
+            f"lowering {cold['lower_cpu_s']:.1f} s, "
+            f"system {cold.get('sys_s', 0):.1f} s, {cold.get('major_faults', 0)} major faults, "
+            f"probe {cold.get('probe_ms', '?')} ms)")
     if warm is not None and "error" not in warm:
         line += f"; cached {warm['cpu_s']:.1f} s CPU ({warm['wall_s']:.1f} s wall)"
     return line

@@ -20,7 +20,11 @@ Two rates per row: **wall** steps/s, and **CPU** steps/s = steps per second of C
 used by this process (`time.process_time`). With one XLA thread the CPU rate is what a
 quiet core would give, so it stays meaningful on a shared, loaded machine (cache sharing
 aside). Compilation is excluded: the compiled chunk of ``--chunk`` steps is run once,
-then timed ``--repeats`` times, and the median is reported. Beside the rates, XLA's
+then timed ``--repeats`` times, and the median is reported; a problem's rows are timed in
+turns (one chunk of each per round), so that on a shared core they see the same load.
+``--accumulate K,...`` adds rows with each step's points in K blocks, one after another
+(pinnkit's ``train.accumulate``; the floor's gradient summed over the blocks likewise):
+the same loss, with a working set of one block. Beside the rates, XLA's
 figures of one compiled step (a chunk of 1): FLOPs by its cost analysis, the number of
 fusions in the ENTRY computation (kernels per step) and the temporaries' bytes.
 
@@ -35,6 +39,7 @@ core: its GFLOP/s, divided by a step's FLOPs, is the steps/s a step made only of
 matmuls would reach; ``× roofline`` is each row's CPU rate over it.
 
     taskset -c 1 python scripts/bench_train.py [--problems P1,P2,P3] [--methods taylor,...]
+    taskset -c 1 python scripts/bench_train.py --accumulate 16 --configs CONFIG ...   # a config's step
 """
 
 import argparse
@@ -57,9 +62,16 @@ import optax  # noqa: E402
 from pinnkit.diffops import METHODS  # noqa: E402
 from pinnkit.parallel.mesh import make_mesh, replicate  # noqa: E402
 from pinnkit.run.build import build_run  # noqa: E402
-from pinnkit.run.config import from_dict  # noqa: E402
+from pinnkit.run.config import from_dict, load_config  # noqa: E402
 from pinnkit.train.loss import make_loss  # noqa: E402
-from pinnkit.train.step import TrainState, make_chunk, point_arrays, split_model  # noqa: E402
+from pinnkit.train.step import (  # noqa: E402
+    TrainState,
+    init_extra,
+    make_chunk,
+    point_arrays,
+    split_model,
+    train_key,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_floor  # noqa: E402
@@ -88,14 +100,23 @@ def pinnkit_config(problem: str, method: str, chunk: int):
 
 def timed(fn, args, n_steps: int, repeats: int) -> tuple[float, float]:
     """Median (wall, CPU) steps/s of ``fn(*args)`` (one call = ``n_steps`` steps; compiled)."""
-    jax.block_until_ready(fn(*args))
-    walls, cpus = [], []
-    for _ in range(repeats):
-        w0, c0 = time.perf_counter(), time.process_time()
+    return timed_in_turns([(fn, args)], n_steps, repeats)[0]
+
+
+def timed_in_turns(calls, n_steps: int, repeats: int) -> list[tuple[float, float]]:
+    """Median (wall, CPU) steps/s of each ``(fn, args)`` of ``calls``, timed in turns: one
+    call of each per round, ``repeats`` rounds, so that on a shared core every row sees the
+    same load (and the same cache pollution) as the others."""
+    for fn, args in calls:
         jax.block_until_ready(fn(*args))
-        walls.append(n_steps / (time.perf_counter() - w0))
-        cpus.append(n_steps / (time.process_time() - c0))
-    return statistics.median(walls), statistics.median(cpus)
+    walls, cpus = [[] for _ in calls], [[] for _ in calls]
+    for _ in range(repeats):
+        for i, (fn, args) in enumerate(calls):
+            w0, c0 = time.perf_counter(), time.process_time()
+            jax.block_until_ready(fn(*args))
+            walls[i].append(n_steps / (time.perf_counter() - w0))
+            cpus[i].append(n_steps / (time.process_time() - c0))
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)]
 
 
 def program_figures(fn, args) -> dict:
@@ -114,36 +135,78 @@ def program_figures(fn, args) -> dict:
             "temp_mib": mem.temp_size_in_bytes / 2**20 if mem is not None else float("nan")}
 
 
-def pinnkit_step(problem: str, method: str, chunk: int):
-    """``(fn, args)``: the training loop's own compiled chunk (`pinnkit.train.step.make_chunk`)."""
+def pinnkit_step(problem: str, method: str, chunk: int, accumulate: int = 1):
+    """``(fn, args)``: the training loop's own compiled chunk (`pinnkit.train.step.make_chunk`),
+    each step's batch in ``accumulate`` micro-batches (``train.accumulate``)."""
     run = build_run(pinnkit_config(problem, method, chunk), mesh=make_mesh(1))
     params, static = split_model(run)
     params = replicate(params, run.mesh)
     phase = run.phases[0]
     state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
-    chunk_fn = make_chunk(make_loss(run, static), phase, chunk, jax.random.key(2))
+    chunk_fn = make_chunk(make_loss(run, static, accumulate=accumulate), phase, chunk, jax.random.key(2))
     return (lambda arrays, state: chunk_fn(arrays, state)[1]["loss"]), chunk_fn, (point_arrays(run), state)
 
 
-def floor_step(problem: str, chunk: int):
+def floor_step(problem: str, chunk: int, blocks: int = 1):
     """``(steps, args)``: ``chunk`` Adam steps on the hand-written floor's loss
-    (`scripts/train_floor.py`) from the run's initial weights and points."""
+    (`scripts/train_floor.py`) from the run's initial weights and points; with ``blocks``
+    > 1, each step's value and gradient are the mean over that many equal blocks of every
+    point set, one block after another (the same loss: a mean of equal blocks' means)."""
     run = build_run(pinnkit_config(problem, "taylor", chunk), mesh=make_mesh(1))
     layers = train_floor.weights(run.network)
-    loss = train_floor.loss_fn(problem, point_arrays(run), dict(run.problem.coeffs))
+    arrays, coeffs = point_arrays(run), dict(run.problem.coeffs)
     opt = optax.adam(1e-3)
+
+    def value_and_grad(p):
+        if blocks == 1:
+            return jax.value_and_grad(train_floor.loss_fn(problem, arrays, coeffs))(p)
+        split = {k: a.reshape(blocks, a.shape[0] // blocks, *a.shape[1:]) for k, a in arrays.items()}
+
+        def body(acc, block):
+            vg = jax.value_and_grad(train_floor.loss_fn(problem, block, coeffs))(p)
+            return jax.tree_util.tree_map(jnp.add, acc, vg), None
+
+        zero = jax.tree_util.tree_map(jnp.zeros_like, (jnp.zeros(()), p))
+        total, _ = jax.lax.scan(body, zero, split)
+        return jax.tree_util.tree_map(lambda x: x / blocks, total)
 
     @jax.jit
     def steps(layers, state):
         def body(carry, _):
             p, s = carry
-            val, g = jax.value_and_grad(loss)(p)
+            val, g = value_and_grad(p)
             upd, s = opt.update(g, s)
             return (optax.apply_updates(p, upd), s), val
 
         return jax.lax.scan(body, (layers, state), None, length=chunk)  # all of it live
 
     return steps, (layers, opt.init(layers))
+
+
+def config_step(path: str, chunk: int, accumulate: int):
+    """``(fn, args)``: a config file's phase-0 chunk of ``chunk`` steps as the training loop
+    builds it (`pinnkit.train.step.make_chunk`), in ``accumulate`` micro-batches."""
+    run = build_run(load_config(path))
+    params, static = split_model(run)
+    params = replicate(params, run.mesh)
+    phase = run.phases[0]
+    state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32), init_extra(run)),
+                      run.mesh)
+    fn = make_chunk(make_loss(run, static, accumulate=accumulate), phase, chunk, train_key(run), run=run)
+    return (lambda arrays, state: fn(arrays, state)[1]["loss"]), (point_arrays(run), state)
+
+
+def config_rates(paths: list[str], ks: list[int], chunk: int, repeats: int) -> None:
+    """Prints each config's CPU steps/s with each micro-batch count of ``ks``, timed in turns,
+    and how far the chunk's losses are from one batch's."""
+    for path in paths:
+        calls = [config_step(path, chunk, k) for k in ks]
+        losses = [fn(*a) for fn, a in calls]
+        rates = timed_in_turns(calls, chunk, repeats)
+        diff = [float(jnp.max(jnp.abs(x / losses[0] - 1))) for x in losses]
+        cells = [f"accumulate {k} {r[1]:.1f} CPU steps/s ({r[1] / rates[0][1]:.2f}x, losses within {d:.0e})"
+                 for k, r, d in zip(ks, rates, diff, strict=True)]
+        print(f"{path}: " + ", ".join(cells), flush=True)
 
 
 def check_floor(problem: str) -> float:
@@ -187,11 +250,13 @@ def baseline_step(chunk: int):
     return loop, step, (net, opt.init(eqx.filter(net, eqx.is_array)))
 
 
-def measure(name: str, fn, one_step, args, chunk: int, repeats: int, figures: bool) -> dict:
-    wall, cpu = timed(fn, args, chunk, repeats)
-    row = {"name": name, "wall": wall, "cpu": cpu}
-    if figures:
-        row.update(program_figures(one_step, args))
+def figures_of(one_step, args, blocks: int = 1) -> dict:
+    """XLA's figures of one step. A step in ``blocks`` > 1 is a loop over the blocks, whose
+    body XLA's cost analysis counts once (FLOPs × ``blocks``) and whose fusions are not in
+    the ENTRY computation (no count: None)."""
+    row = program_figures(one_step, args)
+    if blocks > 1:
+        row.update(flops=row["flops"] * blocks, fusions=None)
     return row
 
 
@@ -241,9 +306,19 @@ def main(argv=None):
     ap.add_argument("--no-baseline", action="store_true", help="skip the plain-JAX P1 baseline")
     ap.add_argument("--peer-steps", type=int, default=300, help="DeepXDE-PyTorch steps (PEER_VENVS)")
     ap.add_argument("--roofline-n", type=int, default=1024, help="matmul size of the roofline row")
+    ap.add_argument("--accumulate", default="1", metavar="K[,K...]",
+                    help="also time pinnkit and the floor with each step's points in K blocks "
+                         "(pinnkit's train.accumulate: the same loss, the working set of one block)")
+    ap.add_argument("--configs", nargs="+", metavar="CONFIG",
+                    help="instead of the protocols: each config's phase-0 chunk, CPU steps/s with "
+                         "each --accumulate K (1 included), timed in turns")
     ap.add_argument("--no-figures", action="store_true",
                     help="skip the FLOPs / fusions / memory of one compiled step")
     args = ap.parse_args(argv)
+    if args.configs:
+        ks = sorted({1, *(int(k) for k in args.accumulate.split(","))})
+        config_rates(args.configs, ks, args.chunk, args.repeats)
+        return 0
     figures = not args.no_figures
     rows, peers = [], {}
     gflops = roofline(args.roofline_n, args.repeats)
@@ -255,20 +330,35 @@ def main(argv=None):
             rows.append((prob, peer, None))
         print(f"{prob}: floor loss vs pinnkit loss, relative difference {check_floor(prob):.1e}",
               flush=True)
-        steps, fargs = floor_step(prob, args.chunk)
-        floor = measure("hand-written floor", steps, floor_step(prob, 1)[0], fargs, args.chunk,
-                        args.repeats, figures)
-        rows.append((prob, floor, floor))
+        ks = [int(k) for k in args.accumulate.split(",") if int(k) > 1]
+        cands = []  # (name, chunk fn, one-step fn, args, blocks); the first is the floor
+        for k in [1, *ks]:
+            steps, fargs = floor_step(prob, args.chunk, k)
+            cands.append(("hand-written floor" + (f", {k} blocks" if k > 1 else ""), steps,
+                          lambda k=k, p=prob: floor_step(p, 1, k)[0], fargs, k))
         if prob == "P1" and not args.no_baseline:
             loop, step, bargs = baseline_step(args.chunk)
-            rows.append((prob, measure("plain JAX vmap(jax.hessian)", loop, step, bargs,
-                                       args.chunk, args.repeats, figures), floor))
+            cands.append(("plain JAX vmap(jax.hessian)", loop, lambda step=step: step, bargs, 1))
         for m in args.methods.split(","):
             fn, _, pargs = pinnkit_step(prob, m, args.chunk)
-            one = pinnkit_step(prob, m, 1)[1]
-            rows.append((prob, measure(f"pinnkit {m}", fn, one, pargs, args.chunk, args.repeats,
-                                       figures), floor))
-    print(f"\npeer protocols, chunk {args.chunk}, median of {args.repeats}, 1 XLA thread, "
+            for k in [1, *ks]:
+                fk, _, kargs = (fn, None, pargs) if k == 1 else pinnkit_step(prob, m, args.chunk, k)
+                if k > 1:
+                    diff = float(jnp.max(jnp.abs(fk(*kargs) / fn(*pargs) - 1)))
+                    print(f"{prob}: pinnkit {m}, {k} micro-batches: the chunk's losses differ from "
+                          f"one batch's by at most {diff:.1e} (relative)", flush=True)
+                cands.append((f"pinnkit {m}" + (f", accumulate {k}" if k > 1 else ""), fk,
+                              lambda m=m, k=k, p=prob: pinnkit_step(p, m, 1, k)[1], kargs, k))
+        rates = timed_in_turns([(c[1], c[3]) for c in cands], args.chunk, args.repeats)
+        floor = None
+        for (name, _, one, cargs, k), (wall, cpu) in zip(cands, rates, strict=True):
+            row = {"name": name, "wall": wall, "cpu": cpu}
+            if figures:
+                row.update(figures_of(one(), cargs, k))
+            floor = floor or row
+            rows.append((prob, row, floor))
+    print(f"\npeer protocols, chunk {args.chunk}, median of {args.repeats} rounds (each row's chunk "
+          f"once per round, in turns), 1 XLA thread, "
           f"jax {jax.__version__}, load average {os.getloadavg()[0]:.1f}; figures of one "
           "compiled step\n")
     peer_note = ("DeepXDE-PyTorch measured in this run" if peers
@@ -280,7 +370,8 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|---|")
     for prob, r, floor in rows:
         has = figures and "flops" in r
-        fig = f"{r['flops'] / 1e9:.3f} | {r['fusions']} | {r['temp_mib']:.1f}" if has else "— | — | —"
+        fus = "—" if not has or r["fusions"] is None else r["fusions"]
+        fig = f"{r['flops'] / 1e9:.3f} | {fus} | {r['temp_mib']:.1f}" if has else "— | — | —"
         roof = f"{r['cpu'] * r['flops'] / 1e9 / gflops:.2f}" if has else "—"
         to_floor = f"{r['cpu'] / floor['cpu']:.2f}" if floor is not None else "—"
         print(f"| {prob} | {r['name']} | {r['wall']:.1f} | {r['cpu']:.1f} | {to_floor} "

@@ -35,7 +35,7 @@ from ..diffops import AbstractDiffMethod
 from ..optim.woodbury import weighted_rows
 from ..physics.problem import Problem
 from .collocation import Sampler
-from .weighting import Causal, ntk_traces
+from .weighting import Causal, ntk_traces, per_term_grads
 
 REMAT = ("none", "dots", "full")
 
@@ -190,6 +190,17 @@ class Loss(eqx.Module):
             return vg(params, key, arrays, 0, ctx)
         return self._mean_over_micro(vg, params, key, arrays, ctx)
 
+    def term_grads(self, params, key, arrays, ctx) -> dict[str, Any]:
+        """``{term: ∇_θ L_term}`` of the whole batch (`pinnkit.train.weighting.per_term_grads`;
+        the gradient-norm weights): with micro-batches, the mean of theirs, one
+        micro-batch alive at a time, so the weights do not depend on ``accumulate``."""
+        def f(p, key, arrays, micro, ctx):
+            return per_term_grads(lambda q: self(q, key, arrays, micro, ctx)[1]["terms"], p)
+
+        if self.accumulate == 1:
+            return f(params, key, arrays, 0, ctx)
+        return self._mean_over_micro(f, params, key, arrays, ctx)
+
     def value(self, params, key, arrays, ctx) -> Float[Array, ""]:
         """The total loss alone (line searches)."""
         if self.accumulate == 1:
@@ -262,11 +273,15 @@ class Loss(eqx.Module):
     def ntk_traces(self, params, key, arrays, points, tol) -> dict[str, Float[Array, ""]]:
         """Mean NTK trace of each term (`pinnkit.train.weighting.ntk_traces`) on every
         s-th point of the step's batch, s = N // ntk_points: the same global subset for
-        any device count whenever s divides the per-device batch."""
+        any device count whenever s divides the per-device batch, and for any number of
+        micro-batches (the subset is taken from all of them, in order)."""
         n_dev = self.n_devices
 
         def per_device(params, key, arrays, points, tol):
-            batch = self.local_batch(key, arrays, points, jnp.asarray(0, jnp.int32))
+            micro = [self.local_batch(key, arrays, points, jnp.asarray(j, jnp.int32))
+                     for j in range(self.accumulate)]
+            batch = micro[0] if len(micro) == 1 else {
+                k: jnp.concatenate([b[k] for b in micro]) for k in micro[0]}
             sub = {k: v[:: max(1, v.shape[0] * n_dev // self.ntk_points)] for k, v in batch.items()}
             counts = {k: v.shape[0] * n_dev for k, v in sub.items()}
             return ntk_traces(lambda p: self.residuals(p, sub, self._estimate(key)), params, counts)

@@ -29,7 +29,7 @@ from ..parallel.mesh import shard_rows
 from .loss import Loss
 from .phases import AbstractPhase
 from .spec import Run
-from .weighting import grad_norms, per_term_grads
+from .weighting import grad_norms
 
 
 class TrainState(eqx.Module):
@@ -107,8 +107,7 @@ def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
         def update(lam):
             ctx = loss.context(dict(extra, weights=lam), step)
             if w.kind == "grad_norm":
-                terms_fn = lambda p: loss(p, key, arrays, 0, ctx)[1]["terms"]  # noqa: E731
-                stats = grad_norms(per_term_grads(terms_fn, params))
+                stats = grad_norms(loss.term_grads(params, key, arrays, ctx))
             else:
                 stats = loss.ntk_traces(params, key, arrays, ctx["points"], ctx["tol"])
             return w.smooth(lam, w.target(stats))
