@@ -13,6 +13,7 @@ import pytest
 from scipy.special import j1
 
 from pinnkit.cli import main
+from pinnkit.diffops import METHODS
 from pinnkit.problems import PROBLEMS
 from pinnkit.problems.dfg import cutoff
 from pinnkit.problems.dfg3d import (
@@ -23,6 +24,7 @@ from pinnkit.problems.dfg3d import (
     RADIUS,
     dfg3d_quantities,
     inflow,
+    near_points,
     surface_force,
     volume_force,
     volume_rule,
@@ -173,6 +175,29 @@ def test_quantities_are_the_benchmark_coefficients(x64):
     assert q["reference"] == DFG3D_REFERENCE == {"c_D": 6.18533, "c_L": 0.009401, "delta_p": 0.171007}
 
 
+def test_near_term_is_momentum_and_continuity_on_graded_points(x64):
+    """``near``: fixed points in the ring about the axis (graded: half of them within a
+    quarter of the ring's width of the cylinder, r = R + h s² with s Sobol), inside the
+    channel, and its residual is the momentum (3 rows) and continuity residuals there
+    (float64 Taylor derivatives of `_wavy`: 1e-12)."""
+    pts = near_points(1024, 0.15)
+    r = np.hypot(pts[:, 0] - CENTER[0], pts[:, 1] - CENTER[1])
+    assert np.all((r > RADIUS) & (r < 0.15)) and np.all((pts[:, 2] > 0) & (pts[:, 2] < HEIGHT))
+    assert abs(np.mean(r - RADIUS < 0.1 / 4) - 0.5) < 0.01  # P(s² < 1/4) = 1/2
+    assert abs(np.mean(pts[:, 2] < HEIGHT / 2) - 0.5) < 0.01  # uniform in z
+    prob = PROBLEMS["dfg_cylinder_3d"](near=64)
+    assert "near" not in PROBLEMS["dfg_cylinder_3d"]().terms
+    x = jnp.asarray(prob.terms["near"].rows())
+    assert x.shape == (64, 3) and prob.domain.inside(np.asarray(x)).all()
+    outlet = jnp.asarray([[LENGTH, 0.2, 0.2]] * 4)
+    res = prob.residuals(_wavy, prob.coeffs, {**dict.fromkeys(prob.terms, x), "outlet": outlet},
+                         METHODS["taylor"]())
+    near = np.asarray(res["near"])
+    np.testing.assert_allclose(near[:, :3], np.asarray(res["momentum"]), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(near[:, 3], np.asarray(res["continuity"])[:, 0], atol=1e-10)
+    np.testing.assert_allclose(near[:, 3], 0.0, atol=1e-10)  # divergence-free
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     from conftest import train_tiny
@@ -195,6 +220,8 @@ BAD = {
     "U_max <= 0": ("problem.params.U_max=-1", "U_max must be a finite number > 0"),
     "nu not a number": ("problem.params.nu=abc", "nu must be a finite number > 0"),
     "unknown": ("problem.params.Re=20", "not accepted by problem 'dfg_cylinder_3d'"),
+    "near_outer past the walls": ("problem.params.near_outer=0.3", "near_outer=0.3 between the radius"),
+    "near negative": ("problem.params.near=-5", "near=-5 must be an integer >= 0"),
 }
 
 
