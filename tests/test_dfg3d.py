@@ -23,6 +23,7 @@ from pinnkit.problems.dfg3d import (
     LENGTH,
     RADIUS,
     dfg3d_quantities,
+    flux,
     inflow,
     near_points,
     surface_force,
@@ -173,6 +174,16 @@ def test_quantities_are_the_benchmark_coefficients(x64):
     assert q["delta_p"] == pytest.approx(p(0.45, 0.205) - p(0.55, 0.205), rel=1e-12)
     assert q["err_c_D"] == pytest.approx(q["c_D"] / 6.18533 - 1, rel=1e-12)
     assert q["reference"] == DFG3D_REFERENCE == {"c_D": 6.18533, "c_L": 0.009401, "delta_p": 0.171007}
+    assert q["outflow_ratio"] == pytest.approx(flux(pred, LENGTH) / (0.2 * HEIGHT**2), rel=1e-12)
+
+
+def test_flux_through_a_cross_section(x64):
+    """The inflow profile times (1 + sin(x)/2): flux 0.2 H² (1 + sin(x)/2), Gauss–Legendre
+    exact (degree 2 in y and z)."""
+    g = inflow(0.45)
+    pred = Predictor(lambda z: jnp.concatenate([g(z) * (1 + jnp.sin(z[0]) / 2), z[:1]]), dtype=jnp.float64)
+    for x in (0.0, 1.0, LENGTH):
+        assert flux(pred, x) == pytest.approx(0.2 * HEIGHT**2 * (1 + math.sin(x) / 2), rel=1e-13)
 
 
 def test_near_term_is_momentum_and_continuity_on_graded_points(x64):

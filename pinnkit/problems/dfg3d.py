@@ -191,9 +191,21 @@ def volume_force(predict, nu: float, outer: float = 0.15, n_r: int = 16, n_theta
     return force
 
 
+def flux(predict, x: float, n: int = 24) -> float:
+    r"""The volume flux $\int u\,dy\,dz$ through the cross-section at ``x`` (away from the
+    cylinder), by Gauss–Legendre with $n \times n$ points (exact for polynomials of degree
+    $2n - 1$ in $y$ and $z$)."""
+    s, w = _gauss(n, 0.0, HEIGHT)
+    yy, zz = np.meshgrid(s, s, indexing="ij")
+    pts = np.stack([np.full(yy.size, float(x)), yy.ravel(), zz.ravel()], axis=1)
+    return float((np.outer(w, w).ravel() * _at(predict, pts)[:, 0]).sum())
+
+
 def dfg3d_quantities(predict, nu: float, u_mean: float) -> dict:
     """``c_D, c_L, delta_p`` (surface integral), ``c_D_volume, c_L_volume`` (volume
-    formulation), and their relative errors against `DFG3D_REFERENCE` (``err_*``)."""
+    formulation), and their relative errors against `DFG3D_REFERENCE` (``err_*``);
+    ``outflow_ratio``: the flux through the outlet over the inflow's, $\bar U H^2$ (1 for
+    a solution; a network that loses mass about the cylinder shows it here)."""
     scale = 2.0 / (u_mean**2 * 2 * RADIUS * HEIGHT)
     fs = surface_force(predict, nu) * scale
     fv = volume_force(predict, nu) * scale
@@ -204,6 +216,7 @@ def dfg3d_quantities(predict, nu: float, u_mean: float) -> dict:
     for k in ("c_D", "c_L", "delta_p"):
         out[f"err_{k}"] = (out[k] - ref[k]) / ref[k]
     out["err_c_D_volume"] = (out["c_D_volume"] - ref["c_D"]) / ref["c_D"]
+    out["outflow_ratio"] = flux(predict, LENGTH) / (u_mean * HEIGHT**2)
     out["reference"] = dict(ref)
     return out
 
