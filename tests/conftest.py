@@ -113,3 +113,29 @@ class Trained:
 def trained(request):
     assert request.node.get_closest_marker("trained"), "mark the test @pytest.mark.trained"
     return Trained(request.node.nodeid)
+
+
+def train_tiny(config, out, *sets: str) -> None:
+    """Trains ``config`` through the CLI (quiet, no plots, the trained tests' seed) into ``out``."""
+    from pinnkit.cli import main
+
+    args = ["train", str(config), "--out", str(out), "--quiet", "--no-plots",
+            "--set", f"train.seed={TRAINED_SEED}"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 0
+
+
+def check_force_metrics(run, reference: dict, trained: Trained, bound: float = 0.5) -> None:
+    """A trained DFG run's ``summary.json``: finite c_D, c_L, Δp (surface and volume), the
+    reference stored with them, and the last loss below ``bound`` × the first."""
+    import json
+    import math
+
+    summary = json.loads((run / "summary.json").read_text())
+    m = summary["metrics"]
+    for k in ("c_D", "c_L", "delta_p", "c_D_volume", "c_L_volume"):
+        assert math.isfinite(m[k]), m
+    assert m["reference"] == reference
+    first = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    trained.check("final/first loss", summary["final_loss"] / first["loss"], "<", bound)

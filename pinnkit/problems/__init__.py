@@ -11,6 +11,7 @@ from .cavity import lid_driven_cavity
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
 from .dfg import dfg_cylinder
 from .dfg2 import dfg_shedding
+from .dfg3d import dfg_cylinder_3d
 from .expression import expression
 from .flow import incompressible_flow
 from .highdim import allen_cahn_ball, poisson_ball
@@ -34,6 +35,7 @@ PROBLEMS = {
     "channel_flow": channel_flow,
     "dfg_cylinder": dfg_cylinder,
     "dfg_shedding": dfg_shedding,
+    "dfg_cylinder_3d": dfg_cylinder_3d,
     "burgers": burgers,
     "allen_cahn": allen_cahn,
     "burgers_inverse": burgers_inverse,

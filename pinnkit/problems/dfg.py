@@ -79,11 +79,12 @@ def _jacobian(predict, points: np.ndarray) -> np.ndarray:
 
 def traction(values: np.ndarray, jac: np.ndarray, normal: np.ndarray, nu: float) -> np.ndarray:
     r"""$\sigma\mathbf n = -p\,\mathbf n + \nu(\nabla\mathbf u + \nabla\mathbf u^\top)\mathbf n$ per
-    point, from values ``(n, 3)`` = (u, v, p), Jacobians ``(n, 3, 2)`` ($\partial_j y_i$) and
-    normals ``(n, 2)``; returns ``(n, 2)``."""
-    grad = jac[:, :2, :2]
+    point, from values ``(n, d + 1)`` = (velocity, p), Jacobians ``(n, d + 1, d)``
+    ($\partial_j y_i$) and normals ``(n, d)`` (d = 2 or 3); returns ``(n, d)``."""
+    d = normal.shape[1]
+    grad = jac[:, :d, :d]
     strain = grad + np.swapaxes(grad, 1, 2)
-    return -values[:, 2:3] * normal + nu * np.einsum("nij,nj->ni", strain, normal)
+    return -values[:, d:d + 1] * normal + nu * np.einsum("nij,nj->ni", strain, normal)
 
 
 def circle_force(predict, nu: float, center=CENTER, radius: float = RADIUS, n: int = 256,
