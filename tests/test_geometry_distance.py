@@ -22,6 +22,7 @@ from pinnkit.geometry import (
     difference,
     signed_adf,
 )
+from pinnkit.geometry.distance import normalised
 from pinnkit.nn.nets import build_mlp_network
 
 L_SHAPE = [[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]]
@@ -96,6 +97,34 @@ def test_distance_dirichlet_values_on_every_piece(f64):
     assert float(jnp.min(jnp.abs(jax.vmap(lambda p: hd(p, y))(x)[:, 0]))) > 0  # not forced
     with pytest.raises(ValueError, match="overlapping"):
         DistanceDirichlet(shape, ("boundary", "walls"), ((0,), (0,)), (None, None))
+
+
+def test_normalised_factor_has_maximum_one_and_keeps_the_boundary_exact(f64):
+    """`normalised` divides each constrained output's factor by its maximum over a sample
+    (0.1 on this channel 0.41 high: the pieces' distances join by R-equivalence), so
+    max D = 1 up to the sample and the rounding to two digits (checked on fresh points:
+    within 10 %); the boundary data stay exact and the free output untouched."""
+    shape = _channel()
+    inflow = lambda x: jnp.stack([4 * 0.3 * x[1] * (0.41 - x[1]) / 0.41**2, 0.0 * x[0]])  # noqa: E731
+    plain = DistanceDirichlet(shape, ("inlet", "walls", "cylinder"), ((0, 1), (0, 1), (0,)),
+                              (inflow, None, None))
+    hd = normalised(plain)
+    assert [k for k, _ in hd.scale] == [0, 1] and all(0 < s < 0.5 for _, s in hd.scale)
+    x = shape.sample(jax.random.key(7), 20000, "interior", jnp.float64)
+    a0, d0 = jax.vmap(lambda p: plain.lifting(p, 3))(x)
+    a, d = jax.vmap(lambda p: hd.lifting(p, 3))(x)
+    np.testing.assert_array_equal(a, a0)  # the data's blend is not scaled
+    assert 0.9 < float(jnp.max(d[:, 0])) < 1.1 and 0.9 < float(jnp.max(d[:, 1])) < 1.1
+    np.testing.assert_allclose(np.asarray(d[:, :2]) * [s for _, s in hd.scale], d0[:, :2], rtol=1e-14)
+    np.testing.assert_array_equal(d[:, 2], 1.0)
+    y = jnp.asarray([0.7, -1.3, 2.0])
+    for piece in ("inlet", "walls", "cylinder"):
+        xb = shape.sample(jax.random.key(3), 300, piece, jnp.float64)
+        out = jax.vmap(lambda p: hd(p, y))(xb)
+        want = jax.vmap(inflow)(xb) if piece == "inlet" else jnp.zeros((300, 2))
+        np.testing.assert_allclose(out[:, 0], want[:, 0], atol=1e-7)
+        if piece != "cylinder":  # v is not prescribed on the cylinder here
+            np.testing.assert_allclose(out[:, 1], want[:, 1], atol=1e-7)
 
 
 def _residual(f):

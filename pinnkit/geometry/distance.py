@@ -196,6 +196,8 @@ class DistanceDirichlet(AbstractHardConstraint):
     - `pieces`: one piece per condition (``("inlet", "walls", "cylinder")``).
     - `outputs`: per condition, the output indices it prescribes.
     - `values`: per condition, ``g(x) -> (len(outputs),)`` or None for zero.
+    - `scale`: ``((k, s_k), ...)``: $\\phi_k$ is divided by $s_k$ (`normalised` sets it to
+      the maximum of $\\phi_k$ in the domain); None (the default) for $\\phi_k$ itself.
 
     The pieces of one output must be disjoint (``"boundary"`` overlaps every name).
     """
@@ -204,6 +206,7 @@ class DistanceDirichlet(AbstractHardConstraint):
     pieces: tuple[str, ...] = eqx.field(static=True)
     outputs: tuple[tuple[int, ...], ...] = eqx.field(static=True)
     values: tuple[Callable | None, ...] = eqx.field(static=True)
+    scale: tuple[tuple[int, float], ...] | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if not (len(self.pieces) == len(self.outputs) == len(self.values)) or not self.pieces:
@@ -244,7 +247,7 @@ class DistanceDirichlet(AbstractHardConstraint):
         phis = {p: piece_adf(self.domain, p, x, cutters) for p in dict.fromkeys(self.pieces)}
         data = [None if g is None else jnp.atleast_1d(g(x)) for g in self.values]
         a, d = jnp.zeros((m,), x.dtype), jnp.ones((m,), x.dtype)
-        shared = {}
+        shared, scale = {}, dict(self.scale or ())
         for k in sorted({k for o in self.outputs for k in o}):
             conds = tuple(i for i, o in enumerate(self.outputs) if k in o)
             ph = [phis[self.pieces[i]] for i in conds]
@@ -254,12 +257,32 @@ class DistanceDirichlet(AbstractHardConstraint):
             gs = [jnp.zeros((), x.dtype) if data[i] is None else data[i][self.outputs[i].index(k)]
                   for i in conds]
             blend = gs[0] if w is None else sum(wi * gi for wi, gi in zip(w, gs, strict=True))
-            a, d = a.at[k].set(blend), d.at[k].set(phi)
+            a, d = a.at[k].set(blend), d.at[k].set(phi if k not in scale else phi / scale[k])
         return a, d
 
     def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
         a, d = self.lifting(x, y.shape[0])
         return a + d * y
+
+
+def normalised(dd: DistanceDirichlet, n: int = 4096, digits: int = 2) -> DistanceDirichlet:
+    """``dd`` with each constrained output's factor $D_k = \\phi_k$ divided by its maximum
+    over ``n`` points of the domain's interior (drawn once, key 0; rounded to ``digits``
+    significant digits, so float32 and float64 builds agree), a constant of the model.
+
+    Why: $\\phi_k$ is the R-equivalence of the pieces' distances, of order the distance to
+    the *nearest* piece, so its maximum is a fraction of the shape's inradius (0.13-0.25 on
+    the unit-scale flows of ``configs/flows``) and the network must output $1/\\max\\phi_k$
+    times the field's size. Divided by it, $\\max D_k \\approx 1$ on any shape: the
+    network's output is of the field's size, whatever the geometry. The boundary values
+    are untouched ($D_k = 0$ there, $y_k = g_k$)."""
+    ks = sorted({k for o in dd.outputs for k in o})
+    x = dd.domain.sample(jax.random.key(0), n, "interior", jnp.result_type(float))
+    plain = DistanceDirichlet(dd.domain, dd.pieces, dd.outputs, dd.values)
+    _, d = jax.jit(jax.vmap(lambda z: plain.lifting(z, ks[-1] + 1)))(x)
+    d = np.asarray(jnp.max(d, axis=0))
+    scale = tuple((k, float(f"{d[k]:.{digits}g}")) for k in ks)
+    return DistanceDirichlet(dd.domain, dd.pieces, dd.outputs, dd.values, scale)
 
 
 @jets.taylor_rule(DistanceDirichlet)

@@ -34,7 +34,7 @@ from .._host import HostFunction
 from ..errors import ConfigError, name_list
 from ..errors import did_you_mean as _suggest
 from ..expr import ExprError, Resolver, Symbols, host_function, point_function
-from ..geometry.distance import DistanceDirichlet
+from ..geometry.distance import DistanceDirichlet, normalised
 from ..geometry.domains import SpaceTime
 from ..physics.problem import Problem
 from ..physics.terms import Dirichlet, Equation
@@ -116,7 +116,9 @@ def incompressible_flow(
       ``u, v, p`` and the plots their error maps.
 
     ``network.hard_constraint: true`` imposes every listed velocity exactly
-    (`pinnkit.geometry.DistanceDirichlet`); the outflows stay loss terms.
+    (`pinnkit.geometry.DistanceDirichlet`, its distance factor divided by its maximum in
+    the shape, `pinnkit.geometry.distance.normalised`, so that the network's output is of
+    the velocity's size on any shape); the outflows stay loss terms.
     """
     dom = _domain(domain, f"{KEY}.domain")
     if isinstance(dom, SpaceTime) or dom.dim != 2 or tuple(dom.coords) != ("x", "y"):
@@ -162,7 +164,7 @@ def incompressible_flow(
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
     try:
-        hard = DistanceDirichlet(dom, tuple(data), ((0, 1),) * len(data), tuple(values.values()))
+        hard = normalised(DistanceDirichlet(dom, tuple(data), ((0, 1),) * len(data), tuple(values.values())))
     except ValueError as e:
         if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
             raise
