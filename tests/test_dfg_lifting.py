@@ -22,9 +22,9 @@ def f64():
         yield
 
 
-def _lifting(outer=0.15):
+def _lifting(outer=0.2, profile="wall"):
     base = dfg.no_slip(dfg.channel_domain(), dfg.parabolic_inflow(0.3))
-    return StreamLifting(base, 0.3, dfg.HEIGHT, dfg.CENTER, dfg.RADIUS, outer)
+    return StreamLifting(base, 0.3, dfg.HEIGHT, dfg.CENTER, dfg.RADIUS, outer, profile)
 
 
 def _interior(n, seed):
@@ -34,14 +34,15 @@ def _interior(n, seed):
     return jnp.asarray(np.concatenate([pts, near]))
 
 
-def test_lifting_is_divergence_free_where_the_distance_blend_is_not(f64):
+@pytest.mark.parametrize("profile", ["wall", "septic"])
+def test_lifting_is_divergence_free_where_the_distance_blend_is_not(f64, profile):
     x = _interior(2000, 1)
 
     def div(constraint):
         g = lambda z: constraint.lifting(z, 3)[0][:2]  # noqa: E731
         return np.asarray(jax.vmap(lambda z: jnp.trace(jax.jacfwd(g)(z)))(x))
 
-    stream, blend = div(_lifting()), div(_lifting().base)
+    stream, blend = div(_lifting(profile=profile)), div(_lifting().base)
     assert np.abs(blend).max() > 1.0  # the distance blend: order U/R about the cylinder
     assert np.abs(stream).max() < 1e-12  # rounding of terms of order 10
 
@@ -64,20 +65,21 @@ def test_data_met_exactly_whatever_the_network_says(f64):
     assert np.all(out(cyl)[:, 2] == 2.0)  # the pressure passes through
 
 
-def test_lifting_is_c2_across_its_outer_circle(f64):
+@pytest.mark.parametrize(("profile", "outer"), [("wall", 0.2), ("septic", 0.15)])
+def test_lifting_is_c2_across_its_outer_circle(f64, profile, outer):
     """g, its first and second radial derivatives on either side of r = outer agree to
-    O(h) (the septic step's third derivative vanishes there too; its fourth does not, so
-    the third radial derivative of g jumps, by about (c - psi) 840 / (outer - R)^4 ~ 2e5:
-    h = 1e-9 keeps the second derivative's gap near 2e-4); beyond it g is the inflow
+    O(h) (both steps are flat to third order there; not to fourth, so the third radial
+    derivative of g jumps, by about (c - psi) S^(4)(1) / (outer - R)^4, 1e5 to 1e6:
+    h = 1e-9 keeps the second derivative's gap below 1e-3); beyond it g is the inflow
     profile."""
-    sl = _lifting()
+    sl = _lifting(outer, profile)
     a = 0.7
     g = lambda r: sl.velocity(jnp.array([0.2 + r * np.cos(a), 0.2 + r * np.sin(a)]))  # noqa: E731
     h = 1e-9
     for k, d in enumerate((g, jax.jacfwd(g), jax.jacfwd(jax.jacfwd(g)))):
-        lo, hi = np.asarray(d(0.15 - h)), np.asarray(d(0.15 + h))
+        lo, hi = np.asarray(d(outer - h)), np.asarray(d(outer + h))
         assert np.abs(lo - hi).max() < 1e-3 * (1 + np.abs(hi).max()), (k, lo, hi)
-    z = jnp.array([0.2 + 0.16 * np.cos(a), 0.2 + 0.16 * np.sin(a)])
+    z = jnp.array([0.2 + (outer + 0.01) * np.cos(a), 0.2 + (outer + 0.01) * np.sin(a)])
     np.testing.assert_allclose(sl.velocity(z), [inflow_stream(z[1], 0.3, dfg.HEIGHT)[1], 0.0], rtol=1e-14)
 
 
@@ -103,6 +105,8 @@ def test_rule_matches_autodiff(f64):
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="outer"):
         _lifting(outer=0.25)  # past the gap to the bottom wall (0.2 from the centre)
+    with pytest.raises(ValueError, match="profile"):
+        _lifting(profile="cubic")
     with pytest.raises(ValueError, match="lifting"):
         dfg.dfg_cylinder(lifting="curl")
     assert isinstance(dfg.dfg_cylinder(lifting="stream").hard_constraint, StreamLifting)

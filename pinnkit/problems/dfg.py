@@ -297,7 +297,8 @@ def fem_solution(U_max: float = 0.3, nu: float = 1e-3, maxh: float = 0.01,
 
 def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer: float = 0.1,
                  near_seed: int = 0, fem_reference: bool = False, fem_maxh: float = 0.01,
-                 lifting: str = "distance", lifting_outer: float = 0.15) -> Problem:
+                 lifting: str = "distance", lifting_outer: float = 0.2,
+                 lifting_profile: str = "wall") -> Problem:
     r"""DFG benchmark 2D-1 (module docstring): fields ``u, v, p``, terms ``momentum``,
     ``continuity``, ``outlet`` (do-nothing) and the Dirichlet terms ``inlet``, ``walls``,
     ``cylinder``.
@@ -318,7 +319,8 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
     - `lifting`: the hard constraint's lifting, ``"distance"`` (the distance-function
       blend of the data, `no_slip`) or ``"stream"`` (`pinnkit.problems.dfg_lifting.StreamLifting`:
       the curl of a stream function, divergence-free, switched on within
-      ``lifting_outer`` of the cylinder's centre; the same distance function $\phi$).
+      ``lifting_outer`` of the cylinder's centre by the step ``lifting_profile``; the
+      same distance function $\phi$).
 
     ``network.hard_constraint: true`` imposes the inflow profile and no-slip exactly
     (`pinnkit.geometry.DistanceDirichlet` on ``inlet``, ``walls``, ``cylinder``; the
@@ -344,7 +346,7 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
     if lifting == "stream":
         from .dfg_lifting import StreamLifting
 
-        hard = StreamLifting(hard, U_max, HEIGHT, CENTER, RADIUS, float(lifting_outer))
+        hard = StreamLifting(hard, U_max, HEIGHT, CENTER, RADIUS, float(lifting_outer), str(lifting_profile))
     u_mean = 2 * U_max / 3
     reference = None
     if fem_reference:
