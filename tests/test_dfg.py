@@ -1,6 +1,7 @@
 """DFG 2D-1 flow past a cylinder: the force integrals on analytic fields (closed forms,
 quadrature convergence, surface vs volume formulation) and the tiny config end to end."""
 
+import json
 import math
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from pinnkit.problems.dfg import (
     cutoff,
     dfg_quantities,
     near_points,
+    section_flux,
     volume_force,
 )
 from pinnkit.run.metrics import Predictor
@@ -153,6 +155,68 @@ def test_volume_formulation_matches_the_surface_integral(x64):
     np.testing.assert_allclose(volume_force(shifted, NU, n_r=32, n_theta=256), volume, rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.parametrize("inner", [0.07, 0.1])
+def test_volume_formulation_with_a_plateau_reads_only_its_ring(x64, inner):
+    r"""$\xi = 1$ on $R < r <$ ``inner``: the same identity (surface = volume + body force
+    weighted by $\xi$, now 1 on the plateau) to the rules' convergence, and fields changed
+    only inside the plateau do not move the figure (their values are not read)."""
+    fields, forcing = _manufactured()
+    pred = Predictor(fields, dtype=jnp.float64)
+    surface = circle_force(pred, NU, n=128, offset=0.0)
+    volume = volume_force(pred, NU, n_r=32, n_theta=256, inner=inner)
+    body = np.zeros(2)
+    for lo, hi in ((RADIUS, inner), (inner, 0.15)):  # xi is C2, not smooth, at inner: two rules
+        pts, w, r = annulus_rule(radius=lo, outer=hi, n_r=32, n_theta=256)
+        f = np.asarray(jax.vmap(forcing)(jnp.asarray(pts)))
+        body += (w[:, None] * cutoff(r, inner)[0][:, None] * f).sum(axis=0)
+    np.testing.assert_allclose(volume + body, surface, rtol=1e-10, atol=1e-14)
+    c = jnp.asarray(CENTER)
+
+    def bumped(z):  # a bump in u and p supported in R < r < inner
+        s = jnp.clip((jnp.sqrt(jnp.sum((z - c) ** 2)) - RADIUS) / (inner - RADIUS), 0.0, 1.0)
+        return fields(z) + jnp.array([1.0, -2.0, 5.0]) * (s * (1 - s)) ** 3
+
+    same = volume_force(Predictor(bumped, dtype=jnp.float64), NU, n_r=32, n_theta=256, inner=inner)
+    np.testing.assert_array_equal(same, volume)
+    with pytest.raises(ValueError, match="inner"):
+        volume_force(pred, NU, inner=0.2)
+
+
+def test_volume_formulation_unsteady_term_covers_the_plateau(x64):
+    r"""A uniform $\partial_t\mathbf u = \mathbf a$ adds $-\mathbf a\int\xi\,dx$, the plateau
+    $\pi(r_1^2 - R^2)$ included; the ring's part by adaptive quadrature in $r$."""
+    from scipy.integrate import quad
+
+    pred = Predictor(_manufactured()[0], dtype=jnp.float64)
+    a = np.array([0.3, -0.7])
+    inner = 0.08
+    dudt = lambda pts: np.broadcast_to(a, (len(pts), 2))  # noqa: E731
+    extra = (volume_force(pred, NU, inner=inner, dudt=dudt, n_r=32)
+             - volume_force(pred, NU, inner=inner, n_r=32))
+    ring, _ = quad(lambda r: 2 * math.pi * r * cutoff(np.array([r]), inner)[0][0], inner, 0.15,
+                   epsabs=1e-14, epsrel=1e-13)
+    np.testing.assert_allclose(extra, -a * (math.pi * (inner**2 - RADIUS**2) + ring), rtol=1e-12)
+
+
+def test_mass_defect_is_the_lost_flux(x64):
+    """Gauss–Legendre is exact on the parabolic inflow (a quadratic), so a Poiseuille field
+    has no defect, and one that carries 0.3 % less flux reads -0.003."""
+    from pinnkit.problems.dfg import HEIGHT, LENGTH
+
+    u_max = 0.3
+
+    def poiseuille(z, scale=1.0):
+        u = scale * 4 * u_max * z[1] * (HEIGHT - z[1]) / HEIGHT**2
+        return jnp.stack([u, 0 * u, 1 - z[0]])
+
+    assert section_flux(Predictor(poiseuille, dtype=jnp.float64), LENGTH) == pytest.approx(
+        2 * u_max / 3 * HEIGHT, rel=1e-14)
+    for scale in (1.0, 0.997):
+        pred = Predictor(lambda z, s=scale: poiseuille(z, s), dtype=jnp.float64)
+        q = dfg_quantities(pred, NU, 2 * u_max / 3)
+        assert q["mass_defect"] == pytest.approx(scale - 1, abs=1e-14)
+
+
 def test_cutoff_derivatives():
     r = np.linspace(RADIUS, 0.15, 401)
     xi, d1, d2 = cutoff(r)
@@ -243,6 +307,8 @@ def test_tiny_config_trains_and_writes_the_quantities(tiny_run, trained):
     # it trained: 100 Adam steps take the loss from 13.0 (step 0) to 0.169, ratio 0.013 (seed 0,
     # default ISA: margin 38x; other seeds and ISAs not measured yet)
     check_force_metrics(tiny_run, DFG1_REFERENCE, trained, bound=0.5)
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    assert np.isfinite(summary["metrics"]["mass_defect"]), summary["metrics"]
 
 
 def test_flow_fields_are_masked_to_the_channel(tiny_run):

@@ -285,15 +285,21 @@ def normalised(dd: DistanceDirichlet, n: int = 4096, digits: int = 2) -> Distanc
     return DistanceDirichlet(dd.domain, dd.pieces, dd.outputs, dd.values, scale)
 
 
-@jets.taylor_rule(DistanceDirichlet)
-def _distance_dirichlet_jet(dd: DistanceDirichlet, x_jet: jets.Jet, y_jet: jets.Jet, *,
-                            plan: jets.Plan, keep) -> jets.Jet:
-    # affine in y: the distance functions and the data are differentiated along the
-    # input's rows only (`jets.of_point`, one trace), y enters by Leibniz's rule
-    ad = jets.of_point(lambda x: jnp.stack(dd.lifting(x, y_jet.value.shape[0])), x_jet, plan)
+def affine_lifting_jet(lifting, x_jet: jets.Jet, y_jet: jets.Jet, plan: jets.Plan) -> jets.Jet:
+    r"""The jet of $A(x) + D(x)\,y$ for a constraint affine in the network's output, from
+    ``lifting(x, m) -> (A, D)``: $A$ and $D$ are differentiated along the input's rows
+    only (`jets.of_point`, one trace), $y$ enters by Leibniz's rule."""
+    ad = jets.of_point(lambda x: jnp.stack(lifting(x, y_jet.value.shape[0])), x_jet, plan)
     a, d = (jets.Jet(ad.value[i], None if ad.first is None else ad.first[:, i],
                      {k: r[i] for k, r in ad.rest.items()}) for i in (0, 1))
     return jets.add(a, jets.product(d, y_jet, plan))
+
+
+@jets.taylor_rule(DistanceDirichlet)
+def _distance_dirichlet_jet(dd: DistanceDirichlet, x_jet: jets.Jet, y_jet: jets.Jet, *,
+                            plan: jets.Plan, keep) -> jets.Jet:
+    # affine in y: the distance functions and the data along the input's rows only
+    return affine_lifting_jet(dd.lifting, x_jet, y_jet, plan)
 
 
 def _blend_weights(phis: Sequence[Scalar]) -> list[Scalar] | None:
