@@ -140,13 +140,31 @@ def cutoff(r, radius: float = RADIUS, outer: float = 0.15):
     return xi, d1, d2
 
 
+def gauss_legendre(n: int, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of the ``n``-point Gauss–Legendre rule on $[a, b]$ (exact for
+    polynomials of degree $2n - 1$)."""
+    g, w = np.polynomial.legendre.leggauss(n)
+    return a + (b - a) * (g + 1) / 2, w * (b - a) / 2
+
+
+def weak_integrand(offset: np.ndarray, r: np.ndarray, vel: np.ndarray, p: np.ndarray,
+                   d1: np.ndarray, d2: np.ndarray, nu: float) -> np.ndarray:
+    r"""The steady volume-force integrand $(\mathbf u\cdot\nabla\xi)\,\mathbf u
+    + \nu\,\Delta\xi\,\mathbf u + p\,\nabla\xi$ ``(n, 2)`` for a radial cut-off
+    $\xi(r)$ in the plane: ``offset`` ``(n, 2)`` from the centre, ``r`` its length,
+    ``vel`` ``(n, 2)`` the in-plane velocity, ``p`` ``(n,)``, ``d1, d2`` = $\xi', \xi''$
+    (`cutoff`)."""
+    grad_xi = d1[:, None] * (offset / r[:, None])
+    lap_xi = d2 + d1 / r
+    u_dot = np.sum(vel * grad_xi, axis=1)
+    return vel * (u_dot + nu * lap_xi)[:, None] + p[:, None] * grad_xi
+
+
 def annulus_rule(center=CENTER, radius: float = RADIUS, outer: float = 0.15, n_r: int = 24,
                  n_theta: int = 256):
     """Points ``(n, 2)``, weights ``(n,)`` (area element $r\\,dr\\,d\\theta$ included) and radii
     of the tensor rule on $R < r < R_2$: Gauss–Legendre in $r$, trapezoid in $\\theta$."""
-    g, wg = np.polynomial.legendre.leggauss(n_r)
-    r = radius + (outer - radius) * (g + 1) / 2
-    wr = wg * (outer - radius) / 2
+    r, wr = gauss_legendre(n_r, radius, outer)
     th = 2 * np.pi * np.arange(n_theta) / n_theta
     rr, tt = np.meshgrid(r, th, indexing="ij")
     r_, t_ = rr.ravel(), tt.ravel()
@@ -179,12 +197,7 @@ def volume_force(predict, nu: float, center=CENTER, radius: float = RADIUS, oute
     pts, w, r = annulus_rule(center, start, outer, n_r, n_theta)
     y = np.asarray(predict(pts), np.float64)
     xi, d1, d2 = cutoff(r, start, outer)
-    er = (pts - np.asarray(center)[None]) / r[:, None]
-    grad_xi = d1[:, None] * er
-    lap_xi = d2 + d1 / r
-    vel, p = y[:, :2], y[:, 2]
-    u_dot = np.sum(vel * grad_xi, axis=1)
-    integrand = vel * (u_dot + nu * lap_xi)[:, None] + p[:, None] * grad_xi
+    integrand = weak_integrand(pts - np.asarray(center)[None], r, y[:, :2], y[:, 2], d1, d2, nu)
     if dudt is not None:
         integrand = integrand - xi[:, None] * np.asarray(dudt(pts), np.float64)
     force = (w[:, None] * integrand).sum(axis=0)
@@ -197,10 +210,9 @@ def volume_force(predict, nu: float, center=CENTER, radius: float = RADIUS, oute
 def section_flux(predict, x: float, y0: float = 0.0, y1: float = HEIGHT, n: int = 64) -> float:
     r"""$\int_{y_0}^{y_1} u(x, y)\,dy$, the volume flux through the vertical segment at
     ``x``, by ``n``-point Gauss–Legendre (exact for polynomials of degree $2n - 1$)."""
-    g, wg = np.polynomial.legendre.leggauss(n)
-    y = y0 + (y1 - y0) * (g + 1) / 2
+    y, w = gauss_legendre(n, y0, y1)
     pts = np.stack([np.full_like(y, x), y], axis=1)
-    return float((wg * (y1 - y0) / 2 * np.asarray(predict(pts), np.float64)[:, 0]).sum())
+    return float((w * np.asarray(predict(pts), np.float64)[:, 0]).sum())
 
 
 def dfg_quantities(predict, nu: float, u_mean: float, n: int = 256) -> dict:

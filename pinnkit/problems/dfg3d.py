@@ -61,7 +61,7 @@ from ..physics import flow
 from ..physics.flow import continuity_residual, momentum_residual
 from ..physics.problem import Problem
 from ..physics.terms import Equation, PointEquation
-from .dfg import annulus_rule, cutoff, traction
+from .dfg import annulus_rule, cutoff, gauss_legendre, traction, weak_integrand
 
 LENGTH, HEIGHT = 2.5, 0.41
 CENTER, RADIUS = (0.5, 0.2), 0.05
@@ -113,11 +113,6 @@ def _at(predict, pts: np.ndarray, jacobian: bool = False) -> np.ndarray:
     return np.asarray(f(padded), np.float64)[:n]
 
 
-def _gauss(n: int, a: float, b: float):
-    g, w = np.polynomial.legendre.leggauss(n)
-    return a + (b - a) * (g + 1) / 2, w * (b - a) / 2
-
-
 def surface_force(predict, nu: float, n_theta: int = 128, n_z: int = 24,
                   offset: float = 1e-3) -> np.ndarray:
     r"""$(F_x, F_y, F_z)$ on the cylinder: $\oint\sigma\,\mathbf n_b\,ds$ by the trapezoidal
@@ -127,7 +122,7 @@ def surface_force(predict, nu: float, n_theta: int = 128, n_z: int = 24,
     $R + \delta$ and $R + 2\delta$, $\delta$ = ``offset`` $\cdot R$, as in
     `pinnkit.problems.dfg.circle_force` (``offset=0``: on the surface, smooth fields only)."""
     th = 2 * np.pi * np.arange(n_theta) / n_theta
-    z, wz = _gauss(n_z, 0.0, HEIGHT)
+    z, wz = gauss_legendre(n_z, 0.0, HEIGHT)
     tt, zz = np.meshgrid(th, z, indexing="ij")
     nb = np.stack([np.cos(tt.ravel()), np.sin(tt.ravel()), np.zeros(tt.size)], axis=1)
     w = np.broadcast_to(wz[None, :], tt.shape).ravel() * (2 * np.pi * RADIUS / n_theta)
@@ -164,7 +159,7 @@ def volume_rule(outer: float = 0.15, n_r: int = 16, n_theta: int = 128, n_z: int
     annular slab $R < r <$ ``outer``, $0 < z < H$: Gauss–Legendre in $r$ and $z$,
     trapezoid in $\\theta$ (`pinnkit.problems.dfg.annulus_rule` times $z$)."""
     pts2, w2, r = annulus_rule(CENTER, RADIUS, outer, n_r, n_theta)
-    z, wz = _gauss(n_z, 0.0, HEIGHT)
+    z, wz = gauss_legendre(n_z, 0.0, HEIGHT)
     pts = np.concatenate([np.repeat(pts2, n_z, axis=0), np.tile(z, len(pts2))[:, None]], axis=1)
     return pts, np.outer(w2, wz).ravel(), np.repeat(r, n_z)
 
@@ -179,12 +174,8 @@ def volume_force(predict, nu: float, outer: float = 0.15, n_r: int = 16, n_theta
     pts, w, r = volume_rule(outer, n_r, n_theta, n_z)
     y = _at(predict, pts)
     _, d1, d2 = cutoff(r, RADIUS, outer)
-    er = (pts[:, :2] - np.asarray(CENTER)[None]) / r[:, None]
-    grad_xi = d1[:, None] * er  # (n, 2): xi depends on x, y only
-    lap_xi = d2 + d1 / r
-    vel, p = y[:, :3], y[:, 3]
-    u_dot = np.sum(vel[:, :2] * grad_xi, axis=1)
-    integrand = vel[:, :2] * (u_dot + nu * lap_xi)[:, None] + p[:, None] * grad_xi
+    # xi depends on x, y only: the plane's integrand with the in-plane velocity
+    integrand = weak_integrand(pts[:, :2] - np.asarray(CENTER)[None], r, y[:, :2], y[:, 3], d1, d2, nu)
     force = (w[:, None] * integrand).sum(axis=0)
     if friction:
         force = force + wall_friction(predict, nu, outer, n_r, n_theta, offset)
@@ -195,7 +186,7 @@ def flux(predict, x: float, n: int = 24) -> float:
     r"""The volume flux $\int u\,dy\,dz$ through the cross-section at ``x`` (away from the
     cylinder), by Gauss–Legendre with $n \times n$ points (exact for polynomials of degree
     $2n - 1$ in $y$ and $z$)."""
-    s, w = _gauss(n, 0.0, HEIGHT)
+    s, w = gauss_legendre(n, 0.0, HEIGHT)
     yy, zz = np.meshgrid(s, s, indexing="ij")
     pts = np.stack([np.full(yy.size, float(x)), yy.ravel(), zz.ravel()], axis=1)
     return float((np.outer(w, w).ravel() * _at(predict, pts)[:, 0]).sum())
