@@ -2,7 +2,8 @@
 with ``fem_reference: true``, or any 2-D flow with a reference on a shape): rel. L2 of
 u, v, p over points of the shape binned by distance to the boundary, and each band's share
 of the squared error and of the area; then the mean squared residual of every term on
-fresh uniform points, next to the training loss of that term (overfitting of a fixed point
+fresh uniform points (a term with its own rows, such as the flux term's circles: on those
+rows), next to the training loss of that term (overfitting of a fixed point
 set shows as a large ratio), and for the equations also on the fresh points at least the
 last band edge from the boundary (a re-entrant corner's singular derivatives can dominate
 the whole mean: on the step, 2000x training overall, 2-3x away from the corner).
@@ -63,7 +64,9 @@ def main() -> int:
         return 0
     batch = {k: prob.domain.sample(jax.random.key(7 + j), args.fresh, t.where, dtype)
              for j, (k, t) in enumerate(sorted(prob.terms.items()))
-             if k not in prob.enforced}
+             if k not in prob.enforced and t.where != "data"}
+    # terms with their own rows (the flux term's circles): those rows, their training set
+    batch.update({k: jnp.asarray(t.rows(), dtype) for k, t in prob.terms.items() if t.where == "data"})
     res = prob.residuals(data.network, data.coeffs, batch, Autodiff())
     last = next((h["terms"] for h in reversed(data.history) if "terms" in h), {})
     far = args.bands[-1]

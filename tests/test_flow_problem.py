@@ -118,6 +118,18 @@ def test_closed_flow_compares_the_pressure_less_its_mean():
     assert p.gauge_map == {"p": "mean"} and isinstance(p.terms["outlet"], Dirichlet)
 
 
+def test_hard_velocity_zero_imposes_only_the_no_slip_boundaries():
+    cfg = load_config(TINY, ["problem.params.fem_reference=false", "problem.params.hard_velocity=zero"])
+    p = build_problem(cfg)
+    assert p.enforced == ("walls",) and p.hard_constraint.pieces == ("walls",)
+    assert isinstance(p.terms["inlet"], Dirichlet)  # the inflow stays a loss term
+    x = jnp.array([0.0, 0.3])  # on the inlet: the lifting is zero, the factor is not
+    a, d = p.hard_constraint.lifting(x, 3)
+    assert float(jnp.max(jnp.abs(a))) == 0.0 and float(d[0]) > 0
+    default = build_problem(load_config(TINY, ["problem.params.fem_reference=false"]))
+    assert default.enforced == ("inlet", "walls")
+
+
 def test_host_function_matches_point_function(x64):
     r = Resolver(Symbols(("x", "y"), ("x", "y"), (), {"a": 1.5}, {"s": "tanh(x/0.3)"}, key="t"))
     exprs = ["a*sin(pi*x)*exp(-y) + s*s", "sqrt(1 + x**2)*cos(y) - log(2 + y)/cosh(x)",
@@ -146,6 +158,7 @@ BAD = {
     "neither": (["problem.params.nu=null"], "exactly one of nu"),
     "nu <= 0": (["problem.params.nu=0"], "must be finite and > 0"),
     "3-D": (["problem.params.domain={box: {lower: [0, 0, 0], upper: [1, 1, 1]}}"], "steady and 2-D"),
+    "hard_velocity": (["problem.params.hard_velocity=inflow"], "hard_velocity: 'all'"),
     "no FEM function": (["problem.params.velocity.inlet=[abs(4*y*(1 - y)), 0]"],
                         "'abs' has no finite-element counterpart"),
 }

@@ -7,6 +7,7 @@ from .constraints import HardDirichlet as HardDirichlet
 from .constraints import InitialValue as InitialValue
 from .problem import Problem as Problem
 from .terms import AbstractTerm as AbstractTerm
+from .terms import CircleFlux as CircleFlux
 from .terms import Dirichlet as Dirichlet
 from .terms import Equation as Equation
 from .terms import Initial as Initial

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -217,3 +218,24 @@ def hard_velocity(domain, data: Mapping[str, Callable | None],
     """
     vel = tuple(velocity)
     return DistanceDirichlet(domain, tuple(data), (vel,) * len(data), tuple(data.values()))
+
+
+def inscribed_circles(shape, n: int, seed: int = 0, fill: tuple[float, float] = (0.3, 0.9),
+                      nodes: int = 16) -> np.ndarray:
+    r"""``n`` circles inside a 2-D shape for `pinnkit.physics.terms.CircleFlux`, ``(n, 4)``
+    rows ``[c_x, c_y, r, theta_0]``: centres drawn uniformly in the interior, each radius a
+    uniform fraction in ``fill`` of the centre's distance to the boundary ($-$``sdf``, never
+    more than the distance: docs/geometry.md), so every circle stays inside the fluid with
+    a gap of at least ``1 - fill[1]`` of that distance, and its first node at a uniform
+    angle in $[0, 2\pi/$``nodes``$)$ (the nodes of different circles do not line up).
+    Random but fixed: key ``seed``, float64."""
+    if shape.dim != 2:
+        raise ValueError(f"inscribed_circles needs a 2-D shape: actual dim={shape.dim}")
+    if not (0 < fill[0] <= fill[1] < 1):
+        raise ValueError(f"inscribed_circles fill must satisfy 0 < lo <= hi < 1: actual={fill}")
+    k_c, k_r, k_t = jax.random.split(jax.random.key(seed), 3)
+    centre = np.asarray(shape.sample(k_c, n, "interior", jnp.float64), np.float64)
+    dist = -np.asarray(jax.vmap(shape.sdf)(jnp.asarray(centre)), np.float64)
+    frac = np.asarray(jax.random.uniform(k_r, (n,), jnp.float64, *fill), np.float64)
+    theta = np.asarray(jax.random.uniform(k_t, (n,), jnp.float64, 0.0, 2 * np.pi / nodes), np.float64)
+    return np.column_stack([centre, frac * dist, theta])

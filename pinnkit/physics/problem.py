@@ -248,7 +248,10 @@ class Problem(eqx.Module):
         }
 
     def _point_residual(self, term: AbstractTerm, net, coeff_values, row, method):
-        """One term's residual at one batch row ``[x | data]``."""
+        """One term's residual at one batch row ``[x | data]`` (a term that is not
+        pointwise: at its own row, e.g. a circle)."""
+        if not term.pointwise:
+            return term.network_residual(net, self.layout, row, coeff_values)
         d = self.domain.dim
         data = row[d:] if term.data_dim else None
         return method.evaluate(

@@ -11,9 +11,12 @@ their batch rows: a row is ``[x_1..x_d, data_1..data_k]`` with ``k = data_dim``.
 
 
 import abc
+import math
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from equinox import AbstractVar
@@ -37,10 +40,13 @@ def _target_values(target: Target, x: Point, k: int) -> Float[Array, " k"]:
 class AbstractTerm(eqx.Module):
     """One loss component. ``residual(f, coeffs, data)`` is pointwise. ``where``: the
     domain piece (or ``"data"``); ``fields``: the outputs it constrains by name (empty
-    for an equation, which may involve any)."""
+    for an equation, which may involve any). A term that is not pointwise (``pointwise
+    = False``, `CircleFlux`) has its own rows and evaluates the network itself,
+    ``network_residual(net, layout, row, coeffs)``."""
 
     where: AbstractVar[str]
     fields: AbstractVar[tuple[str, ...]]
+    pointwise: ClassVar[bool] = True
 
     @property
     def data_dim(self) -> int:
@@ -221,6 +227,62 @@ class Observation(AbstractTerm):
         k = len(self.fields)
         r = jnp.stack([f[n] for n in self.fields]) - data[:k]
         return r * data[k] if self.weights is not None else r
+
+
+class CircleFlux(AbstractTerm):
+    r"""The continuity equation averaged over disks inside the domain: for each circle
+    $(\mathbf c, r)$ of `circles`,
+
+    $$r = \frac{1}{\pi r^2}\oint_{|\mathbf x - \mathbf c| = r} \mathbf u\cdot\mathbf n\,ds
+    = \frac{1}{\pi r^2}\int_{|\mathbf x - \mathbf c| < r} \nabla\cdot\mathbf u\,dA$$
+
+    (Gauss), with $\mathbf u$ the two `fields`, from the network's *values* at `nodes`
+    equally spaced points of the circle (the trapezoidal rule: spectrally accurate for a
+    smooth periodic integrand). Its scale is the pointwise continuity residual's (the mean
+    of $\nabla\cdot\mathbf u$ over the disk), but it sees what collocation points miss: a
+    sink or source concentrated on a thin line between the points changes the flux through
+    every circle around part of it, wherever the circle's nodes lie.
+
+    **Arguments:**
+    - `circles`: ``(n, 4)`` rows ``[c_x, c_y, r, theta_0]`` (centre, radius, angle of the
+      first node), each disk inside the domain (`pinnkit.physics.flow.inscribed_circles`).
+    - `fields`: the velocity's two components, in coordinate order; default ``("u", "v")``.
+    - `nodes`: quadrature points per circle.
+    The rows are used in full every step (``where = "data"``, sharded; ``n`` must be
+    divisible by the number of devices), like an `Observation`'s.
+    """
+
+    circles: np.ndarray = eqx.field(converter=np.asarray)
+    fields: tuple[str, ...] = eqx.field(static=True, default=("u", "v"))
+    nodes: int = eqx.field(static=True, default=16)
+    where: str = eqx.field(static=True, default="data")
+    pointwise: ClassVar[bool] = False
+
+    def __check_init__(self):
+        c = self.circles
+        if c.ndim != 2 or c.shape[0] == 0 or c.shape[1] != 4 or not np.all(np.isfinite(c)) \
+                or np.any(c[:, 2] <= 0):
+            raise ValueError("CircleFlux circles must be a finite, non-empty (n, 4) array of "
+                             f"[c_x, c_y, r > 0, theta_0]: actual shape={c.shape}")
+        if len(self.fields) != 2 or self.nodes < 3:
+            raise ValueError(f"CircleFlux needs two velocity fields and nodes >= 3: actual "
+                             f"fields={self.fields}, nodes={self.nodes}")
+
+    def rows(self) -> np.ndarray:
+        """The term's batch: the circles, ``(n, 4)``."""
+        return self.circles
+
+    def residual(self, f, coeffs, data):
+        raise TypeError("CircleFlux is not pointwise: Problem evaluates it with network_residual")
+
+    def network_residual(self, net: Callable, layout, row: Array, coeffs) -> Float[Array, "1"]:
+        """The mean divergence over the disk of ``row`` (class docstring), shape ``(1,)``."""
+        theta = row[3] + (2 * math.pi / self.nodes) * jnp.arange(self.nodes, dtype=row.dtype)
+        n = jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=1)
+        y = jax.vmap(net)(row[None, :2] + row[2] * n)
+        iu = [layout.out(k) for k in self.fields]
+        flux = jnp.mean(y[:, iu[0]] * n[:, 0] + y[:, iu[1]] * n[:, 1]) * (2 * math.pi * row[2])
+        return jnp.atleast_1d(flux / (math.pi * row[2] ** 2))
 
 
 def field_names(terms: Sequence[AbstractTerm]) -> set[str]:

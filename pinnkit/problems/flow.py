@@ -36,8 +36,9 @@ from ..errors import did_you_mean as _suggest
 from ..expr import ExprError, Resolver, Symbols, host_function, point_function
 from ..geometry.distance import DistanceDirichlet, normalised
 from ..geometry.domains import SpaceTime
+from ..physics.flow import inscribed_circles
 from ..physics.problem import Problem
-from ..physics.terms import Dirichlet, Equation
+from ..physics.terms import CircleFlux, Dirichlet, Equation
 from .expression import broadcast as _broadcast
 from .expression import read_constant as _constant
 from .expression import read_domain as _domain
@@ -92,6 +93,8 @@ def incompressible_flow(
     fem_maxh: float | None = None,
     fem_boundary_maxh: Mapping | None = None,
     fem_order: int = 2,
+    flux_circles: int = 0,
+    hard_velocity: str = "all",
     name: str = "incompressible_flow",
     description: str = "",
 ) -> Problem:
@@ -108,6 +111,16 @@ def incompressible_flow(
     - `nu` or `Re`: the kinematic viscosity, or $\text{Re}$ with $\nu = 1/\text{Re}$
       (velocity and length scales of order 1); exactly one.
     - `parameters`, `define`: constants and helpers for the expressions.
+    - `flux_circles`: if > 0, a term ``flux`` (`pinnkit.physics.CircleFlux`): the
+      continuity equation averaged over that many fixed circles inside the shape
+      (`pinnkit.physics.flow.inscribed_circles`, key 0), from the velocity's flux through
+      each; it sees a sink or source on a thin line between the collocation points.
+    - `hard_velocity`: which given velocities ``network.hard_constraint: true`` imposes
+      exactly: ``"all"`` (default) or ``"zero"`` (only the no-slip boundaries, velocity 0;
+      the others, an inflow or a lid, stay loss terms and need a batch in
+      ``sampler.batch``). With ``"all"`` the lifting of an inflow is its data blended
+      with the walls' zeros by inverse distance, a field whose flux decays away from the
+      inlet (a sink the network must cancel); with ``"zero"`` the lifting is 0.
     - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
       same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
       `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
@@ -153,6 +166,11 @@ def incompressible_flow(
     outflows = [] if "boundary" in data else [b for b in boundaries if b not in data]
 
     terms = {"momentum": Equation(momentum_residual), "continuity": Equation(continuity_residual)}
+    if isinstance(flux_circles, bool) or not isinstance(flux_circles, int) or flux_circles < 0:
+        raise ConfigError(f"{KEY}.flux_circles: the number of circles of the flux term, an integer "
+                          f">= 0 (0: no flux term); got {flux_circles!r}.")
+    if flux_circles:
+        terms["flux"] = CircleFlux(inscribed_circles(dom, flux_circles))
     values = {}
     for b in (*data, *outflows):
         if b in terms:
@@ -163,8 +181,15 @@ def incompressible_flow(
         terms[b] = Dirichlet(b, ("u", "v"), values[b])
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
+    if hard_velocity not in ("all", "zero"):
+        raise ConfigError(f"{KEY}.hard_velocity: 'all' (every given velocity exact with "
+                          "network.hard_constraint) or 'zero' (only the no-slip boundaries); "
+                          f"got {hard_velocity!r}.")
+    exact = {b: g for b, g in values.items() if hard_velocity == "all" or g is None}
     try:
-        hard = normalised(DistanceDirichlet(dom, tuple(data), ((0, 1),) * len(data), tuple(values.values())))
+        if not exact:
+            raise ValueError("no boundary to impose exactly")
+        hard = normalised(DistanceDirichlet(dom, tuple(exact), ((0, 1),) * len(exact), tuple(exact.values())))
     except ValueError as e:
         if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
             raise
@@ -183,6 +208,6 @@ def incompressible_flow(
             + (f"; outflow {', '.join(outflows)}" if outflows else ""))
     return Problem(
         dom, ("u", "v", "p"), terms, coeffs={"nu": visc}, reference=reference,
-        hard_constraint=hard, enforced=tuple(data) if hard is not None else (),
+        hard_constraint=hard, enforced=tuple(exact) if hard is not None else (),
         gauge={"p": "mean"} if closed else None, name=name, description=description or text,
     )
