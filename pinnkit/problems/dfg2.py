@@ -35,6 +35,10 @@ oscillate), so St is read off the lift, not off the coefficient (both are report
 Measured on a shared CPU core (``configs/ns_cylinder_dfg2.yaml``, docs/benchmarks.md): no
 shedding after 4500 Adam steps; the network kept the symmetric steady wake, met the
 anchor with a feature local to the probe, and the frequency drifted down.
+
+**From sparse probes** (`dfg_assimilation`): the same unknown fitted to velocity samples
+$(t, x, y, u, v)$, times mapped to the phase with the data's frequency (`time_to_phase`,
+`probe_frequency`), no anchor; field errors against a reference table (`field_errors`).
 """
 
 from __future__ import annotations
