@@ -61,3 +61,29 @@ def test_periodic_figures_of_a_known_signal():
     assert out["c_D_max"] == pytest.approx(3.23, rel=1e-5)
     with pytest.raises(ValueError, match="no periodic shedding"):
         periodic_figures(t, drag, 0.01 + 0 * t)
+
+
+def test_kept_steps_are_the_solutions_of_their_times_and_are_cached(tmp_path):
+    """keep_from: the whole solution of every step from then on; each snapshot evaluates to
+    the probe values recorded at its step, the last is the final solution, and a second
+    call reads them back from the cache; a time outside [0, t_end] is refused."""
+    from pinnkit.solvers.fem_geometry import FemGeometryError
+
+    kw = dict(t_end=0.4, dt=0.04, maxh=0.25, ramp=0.4, probes=[[0.5, 0.2]], cache=tmp_path)
+    h = solve_unsteady(CHANNEL, NU, BC, keep_from=0.3, **kw)
+    np.testing.assert_allclose(h.kept_times, [0.32, 0.36, 0.4])
+    assert h.kept.shape[0] == 3 and not h.info["cached"]
+    for i, t in enumerate(h.kept_times):
+        step = int(np.argmin(np.abs(h.times - t)))
+        np.testing.assert_allclose(h.snapshot(i).evaluate(np.array([[0.5, 0.2]]))[0], h.probes[step, 0],
+                                   atol=1e-12)
+    np.testing.assert_array_equal(h.kept[-1], h.final.gf.vec.FV().NumPy())
+    again = solve_unsteady(CHANNEL, NU, BC, keep_from=0.3, **kw)
+    assert again.info["cached"]
+    np.testing.assert_array_equal(again.kept, h.kept)
+    np.testing.assert_array_equal(again.kept_times, h.kept_times)
+    plain = solve_unsteady(CHANNEL, NU, BC, **kw)  # its own cache entry: nothing kept
+    assert not plain.info["cached"] and plain.kept.shape[0] == 0
+    np.testing.assert_array_equal(plain.probes, h.probes)
+    with pytest.raises(FemGeometryError, match="keep_from must be a time in"):
+        solve_unsteady(CHANNEL, NU, BC, keep_from=0.5, **kw)

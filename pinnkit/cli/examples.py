@@ -19,8 +19,13 @@ from pathlib import Path
 from ..errors import PinnkitError
 
 
-def example_files() -> dict[str, importlib.resources.abc.Traversable]:
-    """``{relative name: resource}`` of every shipped config, e.g. ``"tiny/poisson2d.yaml"``."""
+DATA_SUFFIXES = (".obj", ".stl", ".npz")
+"""The files configs read besides each other (meshes, observation tables), shipped with them."""
+
+
+def example_files(suffixes=(".yaml",)) -> dict[str, importlib.resources.abc.Traversable]:
+    """``{relative name: resource}`` of every shipped config, e.g. ``"tiny/poisson2d.yaml"``
+    (or of the shipped files with other ``suffixes``: `DATA_SUFFIXES`)."""
     root = importlib.resources.files("pinnkit.examples")
     out = {}
 
@@ -28,7 +33,7 @@ def example_files() -> dict[str, importlib.resources.abc.Traversable]:
         for child in sorted(node.iterdir(), key=lambda c: c.name):
             if child.is_dir() and not child.name.startswith(("_", ".")):
                 walk(child, f"{prefix}{child.name}/")
-            elif child.name.endswith(".yaml"):
+            elif child.name.endswith(tuple(suffixes)):
                 out[f"{prefix}{child.name}"] = child
 
     walk(root, "")
@@ -60,10 +65,11 @@ def _summary(text: str) -> str:
 
 def copy_examples(dest: str | Path, overwrite: bool = False) -> list[Path]:
     """Copies every shipped config into ``dest`` (subfolders kept, so that ``base:``
-    references between them still resolve). Refuses to replace existing files unless
-    ``overwrite``. **Returns:** the files written."""
+    references between them still resolve), with the meshes and data tables they read
+    (`DATA_SUFFIXES`). Refuses to replace existing files unless ``overwrite``.
+    **Returns:** the files written."""
     dest = Path(dest)
-    files = example_files()
+    files = {**example_files(), **example_files(DATA_SUFFIXES)}
     clash = [n for n in files if (dest / n).exists()]
     if clash and not overwrite:
         raise PinnkitError(
@@ -98,7 +104,9 @@ def cmd_examples(args) -> int:
         if not args.dir:
             raise PinnkitError("examples copy needs a destination folder: pinnkit examples copy DIR")
         written = copy_examples(args.dir, overwrite=args.overwrite)
-        print(f"pinnkit: {len(written)} example configs copied to {args.dir}/; e.g. "
+        configs = sum(w.suffix == ".yaml" for w in written)
+        print(f"pinnkit: {configs} example configs (and {len(written) - configs} mesh and data "
+              f"files) copied to {args.dir}/; e.g. "
               f"pinnkit train {Path(args.dir) / 'tiny' / 'poisson2d.yaml'}", file=sys.stderr)
         return 0
     if args.dir:

@@ -217,7 +217,8 @@ def resolve_files(params: Mapping, base_dir: str | Path | None) -> dict:
     """``params`` with the mesh files of its geometry trees found relative to ``base_dir``
     (the config file's folder) first, then the current folder, as observation files are:
     a relative ``file`` that exists under ``base_dir`` becomes that path; others are kept
-    (and a missing one is reported by `TriangleMesh.from_file`)."""
+    (and a missing one is reported by `TriangleMesh.from_file`); a parameter ``{file: PATH}``
+    (a data table, e.g. `dfg_assimilation`'s ``data``) is found the same way."""
     if base_dir is None:
         return dict(params)
 
@@ -234,7 +235,15 @@ def resolve_files(params: Mapping, base_dir: str | Path | None) -> dict:
                 out["mesh"] = {**mesh, "file": str(Path(base_dir) / path)}
         return out
 
-    return {k: walk(v) if is_geometry(v) else v for k, v in params.items()}
+    def data_file(node):  # a parameter {file: PATH}: an observation table
+        path = Path(node["file"])
+        if not path.is_absolute() and (Path(base_dir) / path).exists():
+            return {**node, "file": str(Path(base_dir) / path)}
+        return node
+
+    return {k: walk(v) if is_geometry(v) else
+            data_file(v) if isinstance(v, Mapping) and isinstance(v.get("file"), str) else v
+            for k, v in params.items()}
 
 
 def is_geometry(spec) -> bool:

@@ -10,7 +10,7 @@ from .burgers import burgers
 from .cavity import lid_driven_cavity
 from .climate import ebm, rossby_haurwitz, tracer_transport, williamson2, williamson6
 from .dfg import dfg_cylinder
-from .dfg2 import dfg_shedding
+from .dfg2 import dfg_assimilation, dfg_shedding
 from .dfg3d import dfg_cylinder_3d
 from .expression import expression
 from .flow import incompressible_flow
@@ -35,6 +35,7 @@ PROBLEMS = {
     "channel_flow": channel_flow,
     "dfg_cylinder": dfg_cylinder,
     "dfg_shedding": dfg_shedding,
+    "dfg_assimilation": dfg_assimilation,
     "dfg_cylinder_3d": dfg_cylinder_3d,
     "burgers": burgers,
     "allen_cahn": allen_cahn,

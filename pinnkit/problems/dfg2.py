@@ -35,20 +35,26 @@ oscillate), so St is read off the lift, not off the coefficient (both are report
 Measured on a shared CPU core (``configs/ns_cylinder_dfg2.yaml``, docs/benchmarks.md): no
 shedding after 4500 Adam steps; the network kept the symmetric steady wake, met the
 anchor with a feature local to the probe, and the frequency drifted down.
+
+**From sparse probes** (`dfg_assimilation`): the same unknown fitted to velocity samples
+$(t, x, y, u, v)$, times mapped to the phase with the data's frequency (`time_to_phase`,
+`probe_frequency`), no anchor; field errors against a reference table (`field_errors`).
 """
 
 from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
 
 from ..geometry.domains import SpaceTime
 from ..physics.flow import continuity_residual, momentum_residual
+from ..physics.observations import DataError, load_observations
 from ..physics.problem import Problem
-from ..physics.terms import Equation, PointEquation
+from ..physics.terms import Equation, Observation, PointEquation
 from .dfg import (
     BACK,
     CENTER,
@@ -267,6 +273,23 @@ def _check(U_max, nu, St0, St_range, probe, amplitude, samples) -> None:
                          "figures); 48 resolves c_L to 1e-5")
 
 
+def _phase_flow(U_max: float, extra: dict) -> tuple:
+    r"""``(domain, inflow, terms)`` of the periodic channel flow in the phase: the space-time
+    domain, the parabolic inflow and the terms ``momentum`` ($f\,\partial_s\mathbf u$ plus
+    the steady part), ``continuity``, the ``extra`` terms, ``outlet``, ``inlet``, ``walls``,
+    ``cylinder``."""
+    domain = SpaceTime(channel_domain(), 0.0, 1.0)
+    inflow = parabolic_inflow(U_max, y_axis=2)
+
+    def momentum(f, c):  # f ∂u/∂s plus the steady part
+        rate = jnp.stack([f.partial("u", "t"), f.partial("v", "t")])
+        return momentum_residual(f, c) + c["frequency"] * rate
+
+    terms = {"momentum": Equation(momentum), "continuity": Equation(continuity_residual),
+             **extra, **boundary_terms(inflow)}
+    return domain, inflow, terms
+
+
 def dfg_shedding(U_max: float = 1.5, nu: float = 1e-3, St0: float = 0.2,
                  St_range: tuple[float, float] = (0.1, 0.5), probe: tuple[float, float] = (0.5, 0.2),
                  amplitude: float = 0.1, samples: int = 48) -> Problem:
@@ -294,23 +317,13 @@ def dfg_shedding(U_max: float = 1.5, nu: float = 1e-3, St0: float = 0.2,
     _check(U_max, nu, St0, St_range, probe, amplitude, samples)
     u_mean = 2 * U_max / 3
     to_hz = u_mean / (2 * RADIUS)
-    domain = SpaceTime(channel_domain(), 0.0, 1.0)
-    inflow = parabolic_inflow(U_max, y_axis=2)
     floor = 2 * math.pi * amplitude
-
-    def momentum(f, c):  # f ∂u/∂s plus the steady part
-        rate = jnp.stack([f.partial("u", "t"), f.partial("v", "t")])
-        return momentum_residual(f, c) + c["frequency"] * rate
 
     def anchor(f, c):  # phase v = 0, and v rising at least like a sinusoid of amplitude a
         return jnp.stack([f["v"], jnp.maximum(floor - f.partial("v", "t"), 0.0)])
 
-    terms = {
-        "momentum": Equation(momentum),
-        "continuity": Equation(continuity_residual),
-        "anchor": PointEquation(anchor, np.repeat([[0.0, *probe]], _COPIES, axis=0)),
-        **boundary_terms(inflow),
-    }
+    domain, inflow, terms = _phase_flow(
+        U_max, {"anchor": PointEquation(anchor, np.repeat([[0.0, *probe]], _COPIES, axis=0))})
     lo, hi = (float(v) * to_hz for v in St_range)
     return Problem(
         domain, ("u", "v", "p"), terms, coeffs={"nu": nu, "frequency": St0 * to_hz},
@@ -321,4 +334,158 @@ def dfg_shedding(U_max: float = 1.5, nu: float = 1e-3, St0: float = 0.2,
         periodic={"t": 1.0},
         name="dfg_shedding",
         description=f"DFG 2D-2 vortex shedding over one period (t: phase), Re = {u_mean * 2 * RADIUS / nu:g}",
+    )
+
+
+# ------------------------------------------------------------------ data assimilation
+
+
+def time_to_phase(t, frequency: float, t_ref: float) -> np.ndarray:
+    r"""The phase $s = ((t - t_{ref})\,f) \bmod 1 \in [0, 1)$ of times ``t`` (s) of a flow
+    periodic with frequency ``frequency`` (Hz): the coordinate ``t`` of the phase problems."""
+    return np.mod((np.asarray(t, np.float64) - float(t_ref)) * float(frequency), 1.0)
+
+
+def probe_frequency(points, values, path="observation data") -> float:
+    r"""The frequency (Hz) of periodic velocity samples: rows ``(t, x, y)`` with ``(u, v)``,
+    grouped by probe $(x, y)$; per probe the frequency of $v$ over time (`oscillation`,
+    mean crossings: it needs somewhat more than one period of samples), then the median
+    over the probes that oscillate. Raises `pinnkit.physics.observations.DataError` (naming
+    ``path``) when no probe shows two upward crossings."""
+    pts, vals = np.asarray(points, np.float64), np.asarray(values, np.float64)
+    keys, inverse = np.unique(np.round(pts[:, 1:], 9), axis=0, return_inverse=True)
+    found = []
+    for k in range(len(keys)):
+        rows = np.flatnonzero(inverse.ravel() == k)
+        rows = rows[np.argsort(pts[rows, 0])]
+        if len(rows) >= 4:
+            f = oscillation(pts[rows, 0], vals[rows, 1], min_amplitude=1e-6)["frequency"]
+            if f is not None:
+                found.append(f)
+    if not found:
+        raise DataError(
+            f"{path}: no probe's cross-flow velocity v shows a period (two upward crossings of "
+            f"its mean) over the times given ({len(keys)} probe(s)); sample more than one period "
+            "at each probe, or give the frequency: problem.params.frequency (Hz)")
+    return float(np.median(found))
+
+
+def _file_param(spec, name: str) -> str:
+    """A file parameter: a path, or ``{file: PATH}`` (found relative to the config file)."""
+    if isinstance(spec, dict) and isinstance(spec.get("file"), str):
+        return spec["file"]
+    if isinstance(spec, str | bytes) or hasattr(spec, "__fspath__"):
+        return str(spec)
+    raise ValueError(f"{name}={spec!r} must be a file path or {{file: PATH}} (an observation table: "
+                     ".csv, .npz or .nc)")
+
+
+def _phase_table(path, fields, frequency, t_ref, what: str):
+    """``(points (n, 3) as (s, x, y), values (n, len(fields)), t_ref, frequency)`` of a table
+    with columns ``t, x, y`` and ``fields``; ``frequency``/``t_ref`` None: from the data
+    (`probe_frequency`, the earliest time). Points off the fluid raise `DataError`."""
+    obs = load_observations(path, list(fields), coords={"t": "t", "x": "x", "y": "y"})
+    pts, vals = np.asarray(obs.points, np.float64), np.asarray(obs.values, np.float64)
+    with jax.enable_x64(True):
+        inside = np.asarray(jax.vmap(channel_domain().contains)(jnp.asarray(pts[:, 1:], jnp.float64)))
+    if not inside.all():
+        i = int(np.argmin(inside))
+        raise DataError(f"{what} {str(path)!r}: {int((~inside).sum())} point(s) lie outside the "
+                        f"channel's fluid; first at row {i}: x={pts[i, 1]:g}, y={pts[i, 2]:g} "
+                        f"(the channel is [0, {LENGTH}] x [0, {HEIGHT}] less the cylinder)")
+    if frequency is None:
+        frequency = probe_frequency(pts, vals, f"{what} {str(path)!r}")
+    t_ref = float(pts[:, 0].min()) if t_ref is None else float(t_ref)
+    return np.concatenate([time_to_phase(pts[:, :1], frequency, t_ref), pts[:, 1:]], axis=1), vals, \
+        t_ref, float(frequency)
+
+
+def field_errors(predict, points, values, rows: int = 2048) -> dict:
+    r"""Relative $L^2$ errors of a phase network against a field table: ``u``, ``v``,
+    ``uv`` (the velocity vector, $\|\mathbf u - \mathbf u_{ref}\| / \|\mathbf u_{ref}\|$) and,
+    with a third column, ``p`` gauge-consistent (each phase's mean over its points taken
+    from both); ``phases``: how many distinct phases the table has."""
+    pred = _rows(predict, points, rows)
+    ref = np.asarray(values, np.float64)
+    d = pred[:, :2] - ref[:, :2]
+    out = {"u": float(np.linalg.norm(d[:, 0]) / np.linalg.norm(ref[:, 0])),
+           "v": float(np.linalg.norm(d[:, 1]) / np.linalg.norm(ref[:, 1])),
+           "uv": float(np.linalg.norm(d) / np.linalg.norm(ref[:, :2]))}
+    phases, which = np.unique(np.round(points[:, 0], 9), return_inverse=True)
+    if ref.shape[1] > 2:
+        dp, rp = pred[:, 2].copy(), ref[:, 2].copy()
+        for k in range(len(phases)):
+            m = which.ravel() == k
+            dp[m] -= dp[m].mean()
+            rp[m] -= rp[m].mean()
+        out["p"] = float(np.linalg.norm(dp - rp) / np.linalg.norm(rp))
+    out["phases"] = len(phases)
+    return out
+
+
+def dfg_assimilation(data, reference=None, U_max: float = 1.5, nu: float = 1e-3,
+                     frequency: float | None = None, t_ref: float | None = None,
+                     reference_figures: dict | None = None, samples: int = 48) -> Problem:
+    r"""DFG 2D-2 reconstructed from sparse velocity probes (hidden fluid mechanics): the
+    phase formulation of `dfg_shedding` (``t`` the phase over one period, the network
+    periodic in it, ``momentum``, ``continuity``, ``outlet`` and the Dirichlet terms) with
+    the term ``data``, the measured $(u, v)$ at points $(t, x, y)$ in seconds mapped to the
+    phase $s = ((t - t_{ref})f) \bmod 1$ (`time_to_phase`). Pressure, forces and the rest
+    of the field are inferred. The data fix the phase and break the up-down symmetry, so
+    there is no ``anchor``; the frequency is the data's and held fixed (a trained one
+    would move the data's phases).
+
+    **Arguments:**
+    - `data`: observation table (a path, or ``{file: PATH}`` relative to the config file),
+      columns ``t`` (s), ``x``, ``y`` (m), ``u``, ``v`` (m/s); ``scripts/dfg2_probes.py``
+      writes one from the finite-element solution.
+    - `reference`: optional field table, columns ``t, x, y, u, v, p``, at a few times of
+      one period: ``summary.json`` ``metrics.field`` gets the relative $L^2$ errors
+      (`field_errors`), mapped to the phase like the data.
+    - `U_max`, `nu`: as `dfg_shedding`.
+    - `frequency` (Hz): the shedding frequency; None: from the data (`probe_frequency`).
+    - `t_ref` (s): the time of phase 0; None: the data's earliest time.
+    - `reference_figures`: optional ``{St, c_D_max, c_L_max}`` of the data's source (the
+      FEM's, printed by the script): ``metrics.relative_to_reference`` gets the relative
+      differences of the trained network's figures.
+    - `samples`: phases per period of the figures (`shedding_quantities`).
+
+    ``metrics`` also has ``data_misfit``: the relative $L^2$ misfit of $(u, v)$ at the data
+    points.
+    """
+    U_max, nu = float(U_max), float(nu)
+    _check(U_max, nu, 0.3, (0.1, 0.5), (0.5, 0.2), 0.0, samples)
+    if frequency is not None and not (math.isfinite(float(frequency)) and float(frequency) > 0):
+        raise ValueError(f"frequency={frequency} must be a positive frequency (Hz), or null to "
+                         "take it from the data")
+    path = _file_param(data, "data")
+    pts, vals, t_ref, f = _phase_table(path, ("u", "v"), frequency, t_ref, "observation file")
+    ref = None
+    if reference is not None:
+        rpath = _file_param(reference, "reference")
+        ref = _phase_table(rpath, ("u", "v", "p"), f, t_ref, "reference file")[:2]
+    figures = dict(reference_figures or {})
+    unknown = set(figures) - {"St", "c_D_max", "c_L_max"}
+    if unknown:
+        raise ValueError(f"reference_figures has {sorted(unknown)}: it takes St, c_D_max, c_L_max")
+    u_mean = 2 * U_max / 3
+    domain, inflow, terms = _phase_flow(U_max, {"data": Observation(pts, vals, ("u", "v"))})
+
+    def metrics(predict):
+        out = shedding_quantities(predict, nu, u_mean, f, samples=int(samples))
+        out.pop("anchor")
+        out["data_misfit"] = field_errors(predict, pts, vals)["uv"]
+        if ref is not None:
+            out["field"] = field_errors(predict, *ref)
+        out["relative_to_reference"] = {
+            k: None if out[k] is None else float(out[k] / float(v) - 1) for k, v in figures.items()}
+        out["frequency_data"], out["t_ref"] = f, t_ref
+        return out
+
+    return Problem(
+        domain, ("u", "v", "p"), terms, coeffs={"nu": nu, "frequency": f},
+        hard_constraint=no_slip(domain, inflow), enforced=("inlet", "walls", "cylinder"),
+        metrics=metrics, periodic={"t": 1.0}, name="dfg_assimilation",
+        description=f"DFG 2D-2 over one period (t: phase) from {len(pts)} velocity samples, "
+                    f"f = {f:.4g} Hz from the data",
     )

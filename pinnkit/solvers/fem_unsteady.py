@@ -38,13 +38,26 @@ from .fem_ns import FlowSolution, Velocity, discretise
 @dataclass(frozen=True, eq=False)
 class FlowHistory:
     """``times`` ``(n,)``; ``forces`` ``{boundary: (n, 2)}``; ``probes`` ``(n, m, 3)`` =
-    (u, v, p) at the probe points; ``final``: the `FlowSolution` at ``times[-1]``."""
+    (u, v, p) at the probe points; ``final``: the `FlowSolution` at ``times[-1]``;
+    ``kept_times`` ``(k,)`` and ``kept`` ``(k, ndof)``: the coefficient vectors of the
+    steps kept whole (``keep_from`` of `solve_unsteady`; none by default), read back as
+    solutions by `snapshot`."""
 
     times: np.ndarray
     forces: dict
     probes: np.ndarray
     final: FlowSolution
     info: dict = field(default_factory=dict)
+    kept_times: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    kept: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def snapshot(self, i: int) -> FlowSolution:
+        """The `FlowSolution` at ``kept_times[i]`` (a new grid function on the final's space)."""
+        ng, _ = ngsolve_modules()
+        gf = ng.GridFunction(self.final.gf.space)
+        gf.vec.FV().NumPy()[:] = self.kept[i]
+        return FlowSolution(self.final.mesh, gf, self.final.nu, self.final.order,
+                            dict(self.final.info, t=float(self.kept_times[i])))
 
 
 def _ramp(t: float, t_ramp: float) -> float:
@@ -93,6 +106,7 @@ def solve_unsteady(
     probes=None,
     cache: bool | str | Path = True,
     blas_threads: int = 1,
+    keep_from: float | None = None,
 ) -> FlowHistory:
     r"""March the flow from rest to ``t_end`` with steps ``dt`` (module docstring).
 
@@ -108,6 +122,9 @@ def solve_unsteady(
             raise FemGeometryError(f"{what} must be a positive number: actual={val!r}")
     if not (isinstance(ramp, int | float) and math.isfinite(ramp) and ramp >= 0):
         raise FemGeometryError(f"ramp must be a number >= 0: actual={ramp!r}")
+    if keep_from is not None and not (isinstance(keep_from, int | float) and math.isfinite(keep_from)
+                                      and 0 <= keep_from <= t_end):
+        raise FemGeometryError(f"keep_from must be a time in [0, t_end={t_end}]: actual={keep_from!r}")
     disc = discretise(domain, nu, velocity, maxh=maxh, boundary_maxh=boundary_maxh,
                       order=order, curve=curve)
     mesh, space = disc.mesh, disc.space
@@ -117,19 +134,25 @@ def solve_unsteady(
                                f"{sorted(set(mesh.GetBoundaries()))}")
     pts = np.zeros((0, 2)) if probes is None else np.asarray(probes, np.float64).reshape(-1, 2)
     n_steps = int(round(t_end / dt))
-    key = fem_cache.digest("ns_bdf2", disc.key, float(dt), n_steps, float(ramp), sorted(forces),
-                           pts.tolist())
+    first_kept = n_steps + 1 if keep_from is None else max(1, math.ceil(keep_from / dt - 1e-9))
+    n_kept = n_steps + 1 - first_kept
+    parts = [disc.key, float(dt), n_steps, float(ramp), sorted(forces), pts.tolist()]
+    key = fem_cache.digest("ns_bdf2", *parts, *([first_kept] if n_kept else []))
     path = fem_cache.path_for(cache, "ns_bdf2", key)
     gf = ng.GridFunction(space)
     info = dict(disc.info, dt=dt, steps=n_steps, cached=False)
-    stored = fem_cache.load(path, space.ndof)
+    ndof = space.ndof
+    stored = fem_cache.load(path, ndof * max(n_kept, 1))  # the kept steps end with the final
     if stored is not None:
-        gf.vec.FV().NumPy()[:] = stored[0]
+        vecs = stored[0].reshape(-1, ndof)
+        gf.vec.FV().NumPy()[:] = vecs[-1]
         meta = stored[1]
         info.update(meta["info"], cached=True, path=str(path))
         final = FlowSolution(mesh, gf, disc.nu, order, info)
-        return FlowHistory(np.asarray(meta["times"]), {k: np.asarray(v) for k, v in meta["forces"].items()},
-                           np.asarray(meta["probes"]).reshape(len(meta["times"]), len(pts), 3), final, info)
+        times = np.asarray(meta["times"])
+        return FlowHistory(times, {k: np.asarray(v) for k, v in meta["forces"].items()},
+                           np.asarray(meta["probes"]).reshape(len(times), len(pts), 3), final, info,
+                           times[first_kept - 1:], vecs if n_kept else np.zeros((0, ndof)))
     t0 = time.process_time()
     tests = _force_tests(ng, space, mesh, forces)
     free = space.FreeDofs()
@@ -141,7 +164,7 @@ def solve_unsteady(
     mass.Assemble()
     euler, bdf2 = (_step_form(ng, space, disc.nu, c0, wind) for c0 in (1.0 / dt, 1.5 / dt))
     rhs, res = gf.vec.CreateVector(), gf.vec.CreateVector()
-    times, hist_f, hist_p = [], {k: [] for k in forces}, []
+    times, hist_f, hist_p, kept = [], {k: [] for k in forces}, [], []
     with threadpoolctl.threadpool_limits(limits=blas_threads, user_api="blas"):
         for n in range(1, n_steps + 1):
             t = n * dt
@@ -168,17 +191,21 @@ def solve_unsteady(
                 hist_f[k].append((-(w @ r)).tolist())
             if len(pts):
                 hist_p.append(FlowSolution(mesh, gf, disc.nu, order).evaluate(pts))
+            if n >= first_kept:
+                kept.append(gf.vec.FV().NumPy().copy())
             older.vec.data = old.vec
             old.vec.data = gf.vec
     info.update(cpu_s=time.process_time() - t0, path=None if path is None else str(path))
     probes_arr = np.asarray(hist_p).reshape(len(times), len(pts), 3)
     out_f = {k: np.asarray(v).reshape(-1, 2) for k, v in hist_f.items()}
+    kept_arr = np.asarray(kept).reshape(n_kept, ndof)
     if path is not None:
-        fem_cache.store(path, gf.vec.FV().NumPy(), {
+        fem_cache.store(path, kept_arr.ravel() if n_kept else gf.vec.FV().NumPy(), {
             "info": {k: info[k] for k in ("cpu_s",)}, "times": times,
             "forces": {k: v.tolist() for k, v in out_f.items()}, "probes": probes_arr.tolist()})
     return FlowHistory(np.asarray(times), out_f, probes_arr,
-                       FlowSolution(mesh, gf, disc.nu, order, info), info)
+                       FlowSolution(mesh, gf, disc.nu, order, info), info,
+                       np.asarray(times[first_kept - 1:]), kept_arr)
 
 
 def periodic_figures(times, drag, lift, periods: int = 3) -> dict:
