@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 import pinnkit
-from pinnkit.cli.examples import copy_examples, example_files, missing_config_hint
+from pinnkit.cli.examples import DATA_SUFFIXES, copy_examples, example_files, missing_config_hint
 from pinnkit.cli.listing import describe, plain
 from pinnkit.cli.main import main
 from pinnkit.errors import ConfigError
@@ -38,7 +38,10 @@ def test_examples_are_the_repository_configs(tmp_path, capsys):
     assert copied.read_text() == (ROOT / "configs" / "tiny" / "climate_tracer.yaml").read_text()
     load_config(copied)  # its `base: ../climate_tracer.yaml` resolves in the copy
     assert main(["examples", "copy", str(tmp_path / "ex")]) == 2  # no silent overwrite
-    assert len(copy_examples(tmp_path / "ex", overwrite=True)) == len(shipped)
+    written = copy_examples(tmp_path / "ex", overwrite=True)
+    data = {str(p.relative_to(ROOT / "configs")) for s in DATA_SUFFIXES
+            for p in (ROOT / "configs").rglob(f"*{s}")}
+    assert data and {str(p.relative_to(tmp_path / "ex")) for p in written} == shipped | data
 
 
 def test_missing_example_config_says_how_to_get_it(tmp_path, monkeypatch, capsys):
