@@ -325,8 +325,8 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
       ``continuity`` points; 0: none. Measured on the DFG config with SSBroyden
       (docs/benchmarks.md): with 2048 uniform points and ``near_outer`` 0.1 the
       residual left the refined ring and reappeared, as large, just outside it; with
-      4096 + 4096 and ``near_outer`` 0.15 (one seed) no ring keeps it, and c_L is
-      within 17 % (from +200 %).
+      4096 + 4096 and ``near_outer`` 0.15 no ring keeps it (seed 0); c_D and Δp
+      are within 0.2 % on seeds 0, 1, 2, c_L off by +17 / +31 / −76 % (from +200 %).
     - `fem_reference`: if true, the field reference is the finite-element solution
       (`fem_solution` with mesh size `fem_maxh`; the ``fem`` extra), so ``summary.json``
       gets ``rel_l2`` and ``linf`` of ``u, v, p`` and the plots their error maps.
