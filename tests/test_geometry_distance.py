@@ -207,6 +207,18 @@ def _side_by_side(shape, x, cutters=None):
     return jnp.where(shape.sdf(x) < 0, phi, -phi)
 
 
+def _same_as_side_by_side(shape, x):
+    """Asserts that ``signed_adf(shape)`` equals `_side_by_side` (cutters shared) at the
+    points ``x`` to float64 rounding, values, gradients and Hessians; returns it and a
+    function giving a function's jaxpr size at one point."""
+    got, ref = (lambda y: signed_adf(shape, y)), (lambda y: _side_by_side(shape, y, {}))
+    jets = lambda f: jax.jit(jax.vmap(lambda y: (f(y), jax.grad(f)(y), jax.hessian(f)(y))))(x)  # noqa: E731
+    for a, b in zip(jets(got), jets(ref), strict=True):
+        assert np.all(np.isfinite(np.asarray(b)))
+        _assert_close(np.asarray(a).reshape(len(x), -1), np.asarray(b).reshape(len(x), -1), rtol=1e-12)
+    return got, lambda f: len(jax.make_jaxpr(f)(x[0]).jaxpr.eqns)
+
+
 def test_stacked_sides_and_shared_cutters_equal_the_part_by_part_adf(f64):
     """Straight sides with the same trims are one stacked evaluation: the same function as
     side by side, to float64 rounding (1e-12 of each derivative's scale: a few dozen
@@ -224,10 +236,31 @@ def test_stacked_sides_and_shared_cutters_equal_the_part_by_part_adf(f64):
     assert sorted((len(a[0]), len(t)) for a, t in groups) == [(4, 1), (4, 2)] and len(rest) == 1
     x = jax.random.uniform(jax.random.key(8), (48, 2), jnp.float64, -2.0, 2.0)
     assert 0 < int(jnp.sum(jax.vmap(shape.sdf)(x) < 0)) < len(x)  # inside and outside
-    got, ref = (lambda y: signed_adf(shape, y)), (lambda y: _side_by_side(shape, y, {}))
-    jets = lambda f: jax.jit(jax.vmap(lambda y: (f(y), jax.grad(f)(y), jax.hessian(f)(y))))(x)  # noqa: E731
-    for a, b in zip(jets(got), jets(ref), strict=True):
-        assert np.all(np.isfinite(np.asarray(b)))
-        _assert_close(np.asarray(a).reshape(len(x), -1), np.asarray(b).reshape(len(x), -1), rtol=1e-12)
-    size = lambda f: len(jax.make_jaxpr(f)(x[0]).jaxpr.eqns)  # noqa: E731
-    assert size(got) < 0.2 * size(lambda y: _side_by_side(shape, y)), (size(got), size(ref))
+    got, size = _same_as_side_by_side(shape, x)
+    assert size(got) < 0.2 * size(lambda y: _side_by_side(shape, y)), size(got)
+
+
+def test_faces_trimmed_as_one_vector_equal_the_part_by_part_adf(f64):
+    """3-D: the parts of a run with the same trims (a box's faces, a cylinder's side and
+    caps) are trimmed as one vector and planar faces levelled as one stacked evaluation
+    (`trim_runs`, `rects_level`), also in a rotated and scaled frame: the same function
+    as part by part to float64 rounding, values, gradients and Hessians, inside and
+    outside; the cutting cylinder's program then feeds one operation per run instead of
+    one per face (what XLA copied into every face's fusion)."""
+    from pinnkit.geometry import Cylinder, rotate, scale
+    from pinnkit.geometry.distance import trim_runs
+
+    box = rotate(scale(Cuboid([0, 0, 0], [2.5, 0.41, 0.41]), 1.3), 0.4, axis=[1.0, 2.0, 0.5])
+    cyl = rotate(scale(Cylinder([0.5, 0.2, 0.205], 0.05, 0.82), 1.3), 0.4, axis=[1.0, 2.0, 0.5])
+    shape = difference(box, cyl)
+    assert trim_runs(shape, "boundary") == ((0, 1, 2, 3, 4, 5), (6, 7, 8))
+    lo, hi = (np.asarray(b) for b in shape.bbox())
+    x = jnp.asarray(lo + (hi - lo) * np.asarray(jax.random.uniform(jax.random.key(3), (48, 3), jnp.float64)))
+    rim = np.asarray(cyl.frame.to_world(jnp.asarray([[0.5, 0.25, 0.2]])))  # on the cylinder's side
+    near = jnp.asarray(np.asarray(x[:8]) * 0.02 + rim)
+    x = jnp.concatenate([x, near])  # a few points about the cylinder, where its trims matter
+    inside = jax.vmap(shape.sdf)(x) < 0
+    assert 0 < int(jnp.sum(inside)) < len(x)
+    got, size = _same_as_side_by_side(shape, x)
+    ref = lambda y: _side_by_side(shape, y, {})  # noqa: E731
+    assert size(got) < 0.5 * size(ref), (size(got), size(ref))

@@ -49,6 +49,7 @@ from . import batched
 from ._memo import memo
 from .base import AbstractShape, Part
 from .domains import AbstractDomain, SpaceTime
+from .primitives3d import Rect3, rect_rows, rects_level
 from .rfunctions import r_and, trimmed
 
 # The distance function of a CSG part is trimmed by the signed distance of each operand it
@@ -123,14 +124,61 @@ def piece_adf(domain: AbstractDomain, piece: str, x: Point, cutters: dict | None
 
 def _parts_adf(root: AbstractShape, piece: str, x: Point, cutters: dict) -> Scalar:
     """The R-equivalence of ``piece``'s parts' ADFs, the straight sides with the same
-    trims as one stacked evaluation each (`segment_groups`)."""
-    parts = root.piece_parts(piece)
-    groups, rest = segment_groups(root, piece)
-    phis = [part_adf(parts[i], x, cutters) for i in rest]
+    trims as one stacked evaluation each (`segment_groups`), the other parts trimmed as
+    one vector per run of equal trims (`trim_runs`)."""
+    groups, _ = segment_groups(root, piece)
+    phis = [_run_adf(root, piece, run, x, cutters) for run in trim_runs(root, piece)]
     for arrays, trims in groups:
         f, t = _segments_level(*(jnp.asarray(v, x.dtype) for v in arrays), x)
         phis.append(trimmed(f, _trim(t, trims, x, cutters)))
     return r_equiv(phis)
+
+
+def trim_runs(root: AbstractShape, piece: str) -> tuple[tuple[int, ...], ...]:
+    """The parts of ``piece`` that `segment_groups` leaves, in their order, as runs of
+    consecutive parts with the same trims (the same operands with the same signs, in the
+    same order; a mesh alone). A run's levels are stacked into one vector and conjoined
+    with its trims once: each trimming operand's ADF then feeds one operation, where
+    part by part XLA copied the operand's whole elementwise program into the fusion of
+    each part it trims (a box's faces trimmed by a cylinder: the cylinder's program
+    four times)."""
+    def make():
+        from .mesh import MeshSurface
+
+        parts = root.piece_parts(piece)
+        runs: list[list[int]] = []
+        last = None
+        for i in segment_groups(root, piece)[1]:
+            p = parts[i]
+            key = None if isinstance(p.atom, MeshSurface) else tuple((id(s), sign) for s, sign, _ in p.trims)
+            if key is not None and key == last and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+            last = key
+        return tuple(tuple(r) for r in runs)
+    return memo(root, ("trim runs", piece), make)
+
+
+def _run_adf(root: AbstractShape, piece: str, run: tuple[int, ...], x: Point, cutters: dict) -> Scalar:
+    """The ADFs of one run of `trim_runs` (a vector for two or more parts): planar
+    rectangles as one stacked evaluation (`pinnkit.geometry.primitives3d.rects_level`),
+    other atoms level by level; parts with and without their own trimming function
+    (a sphere's None beside a face's) one by one."""
+    parts = root.piece_parts(piece)
+    if len(run) == 1:
+        return part_adf(parts[run[0]], x, cutters)
+    ps = [parts[i] for i in run]
+    if all(isinstance(p.atom, Rect3) for p in ps):
+        rows = memo(root, ("rect rows", piece, run), lambda: rect_rows(ps))
+        f, t = rects_level(*(jnp.asarray(v, x.dtype) for v in rows), x)
+    else:
+        levels = [p.level(x) for p in ps]
+        if len({lv[1] is None for lv in levels}) > 1:
+            return jnp.stack([part_adf(p, x, cutters) for p in ps])
+        f = jnp.stack([lv[0] for lv in levels])
+        t = None if levels[0][1] is None else jnp.stack([lv[1] for lv in levels])
+    return trimmed(f, _trim(t, [(s, sign) for s, sign, _ in ps[0].trims], x, cutters))
 
 
 def segment_groups(root: AbstractShape, piece: str) -> tuple[tuple, tuple[int, ...]]:
@@ -245,8 +293,10 @@ class DistanceDirichlet(AbstractHardConstraint):
         outputs ``u, v`` of a no-slip condition share all three)."""
         cutters = {}  # each trimming operand's distance function once for all pieces
         phis = {p: piece_adf(self.domain, p, x, cutters) for p in dict.fromkeys(self.pieces)}
-        data = [None if g is None else jnp.atleast_1d(g(x)) for g in self.values]
-        a, d = jnp.zeros((m,), x.dtype), jnp.ones((m,), x.dtype)
+        # a data function shared by several pieces (the DFG inflow: inlet and walls) once
+        by_fn = {id(g): jnp.atleast_1d(g(x)) for g in self.values if g is not None}
+        data = [None if g is None else by_fn[id(g)] for g in self.values]
+        a, d = [jnp.zeros((), x.dtype)] * m, [jnp.ones((), x.dtype)] * m
         shared, scale = {}, dict(self.scale or ())
         for k in sorted({k for o in self.outputs for k in o}):
             conds = tuple(i for i, o in enumerate(self.outputs) if k in o)
@@ -256,9 +306,9 @@ class DistanceDirichlet(AbstractHardConstraint):
             w, phi = shared[conds]
             gs = [jnp.zeros((), x.dtype) if data[i] is None else data[i][self.outputs[i].index(k)]
                   for i in conds]
-            blend = gs[0] if w is None else sum(wi * gi for wi, gi in zip(w, gs, strict=True))
-            a, d = a.at[k].set(blend), d.at[k].set(phi if k not in scale else phi / scale[k])
-        return a, d
+            a[k] = gs[0] if w is None else sum(wi * gi for wi, gi in zip(w, gs, strict=True))
+            d[k] = phi if k not in scale else phi / scale[k]
+        return jnp.stack(a), jnp.stack(d)
 
     def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
         a, d = self.lifting(x, y.shape[0])
