@@ -15,5 +15,6 @@ examples = ["pinnkit.examples", *(f"pinnkit.examples.{name}" for name in folders
 setup(
     packages=[*find_packages(include=["pinnkit", "pinnkit.*"]), *examples],
     package_dir={"pinnkit.examples": "configs"},
-    package_data={name: ["*.yaml", "*.obj", "*.stl", "*.npz"] for name in examples},  # cli/examples.py DATA_SUFFIXES
+    # the configs and the files they read (pinnkit/cli/examples.py DATA_SUFFIXES)
+    package_data={name: ["*.yaml", "*.obj", "*.stl", "*.npz"] for name in examples},
 )

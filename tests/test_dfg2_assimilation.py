@@ -29,7 +29,8 @@ def _probes(freq=FREQ, periods=2.2, every=0.02, xs=(0.4, 0.7), ys=(0.15, 0.25)):
     rows = [(tt, x, y) for tt in t for x in xs for y in ys]
     t, x, y = (np.array(c) for c in zip(*rows, strict=True))
     w = 2 * np.pi * freq * t - 4.0 * x
-    return {"t": t, "x": x, "y": y, "u": 1.0 + 0.1 * np.cos(2 * w), "v": 0.3 * np.sin(w) + 0.1 * np.sin(2 * w + 1)}
+    return {"t": t, "x": x, "y": y, "u": 1.0 + 0.1 * np.cos(2 * w),
+            "v": 0.3 * np.sin(w) + 0.1 * np.sin(2 * w + 1)}
 
 
 def test_time_to_phase_maps_periods_to_the_unit_interval():

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from ..errors import PinnkitError
 
-
 DATA_SUFFIXES = (".obj", ".stl", ".npz")
 """The files configs read besides each other (meshes, observation tables), shipped with them."""
 

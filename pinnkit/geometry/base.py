@@ -116,6 +116,11 @@ class AbstractAtom(_PlainMethods):
     # the kind `pinnkit.geometry.batched` stacks ("segment": fields a, b; "round": center,
     # radius), None: evaluated one by one
     stack_kind: ClassVar[str | None] = None
+    # several atoms of one class as one vector in `pinnkit.geometry.distance`:
+    # ``stack_rows(parts)`` -> host arrays (built once), ``stack_level(*rows, x)`` -> the
+    # parts' ``(f, t)`` as vectors; None: level by level
+    stack_rows: ClassVar = None
+    stack_level: ClassVar = None
 
     name: AbstractVar[str]
 

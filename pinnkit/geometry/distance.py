@@ -49,7 +49,6 @@ from . import batched
 from ._memo import memo
 from .base import AbstractShape, Part
 from .domains import AbstractDomain, SpaceTime
-from .primitives3d import Rect3, rect_rows, rects_level
 from .rfunctions import r_and, trimmed
 
 # The distance function of a CSG part is trimmed by the signed distance of each operand it
@@ -161,17 +160,18 @@ def trim_runs(root: AbstractShape, piece: str) -> tuple[tuple[int, ...], ...]:
 
 
 def _run_adf(root: AbstractShape, piece: str, run: tuple[int, ...], x: Point, cutters: dict) -> Scalar:
-    """The ADFs of one run of `trim_runs` (a vector for two or more parts): planar
-    rectangles as one stacked evaluation (`pinnkit.geometry.primitives3d.rects_level`),
+    """The ADFs of one run of `trim_runs` (a vector for two or more parts): atoms that
+    declare ``stack_level`` (planar rectangles) as one stacked evaluation,
     other atoms level by level; parts with and without their own trimming function
     (a sphere's None beside a face's) one by one."""
     parts = root.piece_parts(piece)
     if len(run) == 1:
         return part_adf(parts[run[0]], x, cutters)
     ps = [parts[i] for i in run]
-    if all(isinstance(p.atom, Rect3) for p in ps):
-        rows = memo(root, ("rect rows", piece, run), lambda: rect_rows(ps))
-        f, t = rects_level(*(jnp.asarray(v, x.dtype) for v in rows), x)
+    cls = type(ps[0].atom)
+    if cls.stack_level is not None and all(type(p.atom) is cls for p in ps):
+        rows = memo(root, ("stack rows", piece, run), lambda: cls.stack_rows(ps))
+        f, t = cls.stack_level(*(jnp.asarray(v, x.dtype) for v in rows), x)
     else:
         levels = [p.level(x) for p in ps]
         if len({lv[1] is None for lv in levels}) > 1:

@@ -38,9 +38,39 @@ def _extruded_sdf(d2, x, z0, z1):
     return jnp.minimum(jnp.max(w), 0.0) + safe_norm(jnp.maximum(w, 0.0))
 
 
+def rect_rows(parts: Sequence[Part]) -> tuple[np.ndarray, ...]:
+    """World-frame rows ``(origin, u1, u2, normal, l1, l2)`` of parts whose atoms are
+    `Rect3` (``u1, u2``: unit edge directions, ``normal``: the direction in which $f$
+    decreases, flipped for a subtracted primitive; ``l1, l2``: edge lengths), for
+    `rects_level`. Float64 on the host."""
+    rows = []
+    for p in parts:
+        a, f = p.atom, p.frame
+        rot, s = np.asarray(f.rotation), f.scale
+        l1, l2 = math.hypot(*a.e1), math.hypot(*a.e2)
+        o = s * (rot @ np.asarray(a.origin)) + np.asarray(f.shift)
+        n = rot @ np.asarray(a.normal_) * (-1.0 if p.flip else 1.0)
+        rows.append((o, rot @ (np.asarray(a.e1) / l1), rot @ (np.asarray(a.e2) / l2), n, s * l1, s * l2))
+    return tuple(np.asarray(col) for col in zip(*rows, strict=True))
+
+
+def rects_level(o, u1, u2, n, l1, l2, x):
+    """`Part.level` of the rectangles of `rect_rows` at one world point ``x``, as vectors:
+    what `Rect3.level` gives part by part (in world units, a frame's scale applied to its
+    distances)."""
+    from .rfunctions import r_and
+
+    r = x[None, :] - o
+    s1, s2 = jnp.sum(r * u1, axis=1), jnp.sum(r * u2, axis=1)
+    return -jnp.sum(r * n, axis=1), r_and(_slab(s1, l1), _slab(s2, l2))
+
+
 class Rect3(AbstractAtom):
     """The planar rectangle $o + s_1 e_1 + s_2 e_2$, $s_i \\in [0, 1]$ ($e_1 \\perp e_2$),
     outward normal ``normal_``."""
+
+    stack_rows = staticmethod(rect_rows)
+    stack_level = staticmethod(rects_level)
 
     origin: tuple[float, ...] = eqx.field(static=True)
     e1: tuple[float, ...] = eqx.field(static=True)
@@ -77,33 +107,6 @@ class Rect3(AbstractAtom):
 
         s1, s2, l1, l2, r = self._frame(y)
         return -jnp.dot(r, jnp.asarray(self.normal_, y.dtype)), r_and(_slab(s1, l1), _slab(s2, l2))
-
-
-def rect_rows(parts: Sequence[Part]) -> tuple[np.ndarray, ...]:
-    """World-frame rows ``(origin, u1, u2, normal, l1, l2)`` of parts whose atoms are
-    `Rect3` (``u1, u2``: unit edge directions, ``normal``: the direction in which $f$
-    decreases, flipped for a subtracted primitive; ``l1, l2``: edge lengths), for
-    `rects_level`. Float64 on the host."""
-    rows = []
-    for p in parts:
-        a, f = p.atom, p.frame
-        rot, s = np.asarray(f.rotation), f.scale
-        l1, l2 = math.hypot(*a.e1), math.hypot(*a.e2)
-        o = s * (rot @ np.asarray(a.origin)) + np.asarray(f.shift)
-        n = rot @ np.asarray(a.normal_) * (-1.0 if p.flip else 1.0)
-        rows.append((o, rot @ (np.asarray(a.e1) / l1), rot @ (np.asarray(a.e2) / l2), n, s * l1, s * l2))
-    return tuple(np.asarray(col) for col in zip(*rows, strict=True))
-
-
-def rects_level(o, u1, u2, n, l1, l2, x):
-    """`Part.level` of the rectangles of `rect_rows` at one world point ``x``, as vectors:
-    what `Rect3.level` gives part by part (in world units, a frame's scale applied to its
-    distances)."""
-    from .rfunctions import r_and
-
-    r = x[None, :] - o
-    s1, s2 = jnp.sum(r * u1, axis=1), jnp.sum(r * u2, axis=1)
-    return -jnp.sum(r * n, axis=1), r_and(_slab(s1, l1), _slab(s2, l2))
 
 
 class CylinderSide(AbstractAtom):
