@@ -168,10 +168,11 @@ def _run_adf(root: AbstractShape, piece: str, run: tuple[int, ...], x: Point, cu
     if len(run) == 1:
         return part_adf(parts[run[0]], x, cutters)
     ps = [parts[i] for i in run]
-    cls = type(ps[0].atom)
-    if cls.stack_level is not None and all(type(p.atom) is cls for p in ps):
-        rows = memo(root, ("stack rows", piece, run), lambda: cls.stack_rows(ps))
-        f, t = cls.stack_level(*(jnp.asarray(v, x.dtype) for v in rows), x)
+    # dispatch on the declared evaluation, not the class: atoms sharing it stack
+    kind = type(ps[0].atom)
+    if kind.stack_level is not None and all(type(p.atom).stack_level is kind.stack_level for p in ps):
+        rows = memo(root, ("stack rows", piece, run), lambda: kind.stack_rows(ps))
+        f, t = kind.stack_level(*(jnp.asarray(v, x.dtype) for v in rows), x)
     else:
         levels = [p.level(x) for p in ps]
         if len({lv[1] is None for lv in levels}) > 1:
