@@ -6,6 +6,7 @@ Usage::
     taskset -c 1 python scripts/bench_fem_dfg.py                 # 2D-1, P2/P1, four levels
     taskset -c 1 python scripts/bench_fem_dfg.py --order 3       # P3/P2
     taskset -c 1 python scripts/bench_fem_dfg.py --shedding --dt 0.005 --t-end 10
+    taskset -c 1 python scripts/bench_fem_dfg.py --shedding --order 3 --t-end 8   # P3/P2
 
 Prints one row per level: maxh, the cylinder's maxh, dofs, c_D, c_L, Δp, their errors
 against `DFG1_REFERENCE` (%), and the solve's CPU seconds (process time of meshing
@@ -41,15 +42,15 @@ def steady(order: int) -> list[dict]:
     return rows
 
 
-def shedding(dt: float, t_end: float, maxh: float, cyl: float) -> list[dict]:
+def shedding(dt: float, t_end: float, maxh: float, cyl: float, order: int) -> list[dict]:
     t0 = time.process_time()
-    hist = dfg2_fem(dt=dt, t_end=t_end, maxh=maxh, cylinder_maxh=cyl, cache=False)
+    hist = dfg2_fem(dt=dt, t_end=t_end, maxh=maxh, cylinder_maxh=cyl, order=order, cache=False)
     fig = dfg2_figures(hist)
     inside = {k: DFG2_BANDS[k][0] <= fig[k] <= DFG2_BANDS[k][1] for k in ("c_D_max", "c_L_max", "St")}
-    print(f"2D-2 dt={dt} t_end={t_end} maxh={maxh}/{cyl} dofs={hist.info['ndof']}: "
+    print(f"2D-2 P{order}/P{order - 1} dt={dt} t_end={t_end} maxh={maxh}/{cyl} dofs={hist.info['ndof']}: "
           f"c_D_max {fig['c_D_max']:.5f}, c_L_max {fig['c_L_max']:.5f}, St {fig['St']:.5f}; "
           f"inside the bands {inside}; {time.process_time() - t0:.0f} CPU s")
-    return [{"dt": dt, "t_end": t_end, "maxh": maxh, "cylinder_maxh": cyl, **hist.info, **fig,
+    return [{"dt": dt, "t_end": t_end, "maxh": maxh, "cylinder_maxh": cyl, "order": order, **hist.info, **fig,
              "inside": inside}]
 
 
@@ -63,7 +64,7 @@ def main() -> None:
     ap.add_argument("--cylinder-maxh", type=float, default=0.003)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    rows = (shedding(a.dt, a.t_end, a.maxh, a.cylinder_maxh) if a.shedding else steady(a.order))
+    rows = (shedding(a.dt, a.t_end, a.maxh, a.cylinder_maxh, a.order) if a.shedding else steady(a.order))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1, default=str)

@@ -34,15 +34,16 @@ def fem_quantities(sol: FlowSolution, U_max: float = 0.3) -> dict:
 
 
 def dfg2_fem(U_max: float = 1.5, nu: float = 1e-3, *, t_end: float = 10.0, dt: float = 0.005,
-             maxh: float = 0.03, cylinder_maxh: float = 0.003, cache=True, probes=(),
+             maxh: float = 0.03, cylinder_maxh: float = 0.003, order: int = 2, cache=True, probes=(),
              keep_from: float | None = None) -> FlowHistory:
     """DFG 2D-2 (Re 100) from rest by BDF2 to ``t_end``: forces on the cylinder and
     ``(u, v, p)`` at the front and back points, then at ``probes`` ``(m, 2)``, every step;
-    the whole solution of every step from ``keep_from`` on (`FlowHistory.snapshot`)."""
+    the whole solution of every step from ``keep_from`` on (`FlowHistory.snapshot`).
+    ``order`` 2: P2/P1 Taylor–Hood, 3: P3/P2."""
     pts = [FRONT, BACK, *(tuple(map(float, q)) for q in probes)]
     return solve_unsteady(channel_domain(), nu, fem_boundary_velocity(U_max), t_end=t_end, dt=dt, maxh=maxh,
                           boundary_maxh={"cylinder": cylinder_maxh}, forces=["cylinder"],
-                          probes=pts, cache=cache, keep_from=keep_from)
+                          order=order, probes=pts, cache=cache, keep_from=keep_from)
 
 
 def dfg2_figures(history: FlowHistory, U_max: float = 1.5, periods: int = 3) -> dict:
