@@ -338,6 +338,14 @@ def fit(
                     due = ad.every * (step // ad.every + 1)
                     if ad.until_step is None or due < ad.until_step:
                         n = min(n, due - step)
+                # the chunk's input: the redraw due at its first step made (before the budget
+                # sizes the chunk, so that it counts the redraw's time)
+                ready = state
+                if between and bool(run.adaptive.due(np.int64(step))):
+                    if redraw is None:
+                        redraw, _ = compile_now(pi, f"phase {pi} ({ph.kind}), adaptive points' redraw",
+                                                make_redraw(run, loss, key), state)
+                    ready = redraw(state)
                 if budget is not None:  # the same size on every process (a collective)
                     n = int(broadcast_from_main(np.int64(budget.chunk_size(pi, n, chunks))))
                     if n == 0:  # spent, or not one more step fits
@@ -349,12 +357,6 @@ def fit(
                     chunks[n], took = compile_now(pi, f"phase {pi} ({ph.kind}), {n}-step chunk",
                                                   fn, arrays, state, *args)
                     first_compile_s = took if first_compile_s is None else first_compile_s
-                ready = state  # the chunk's input: the redraw due at its first step made
-                if between and bool(run.adaptive.due(np.int64(step))):
-                    if redraw is None:
-                        redraw, _ = compile_now(pi, f"phase {pi} ({ph.kind}), adaptive points' redraw",
-                                                make_redraw(run, loss, key), state)
-                    ready = redraw(state)
                 backup = to_host(state) if donate else None
                 watchdog.arm(f"steps {step}-{step + n}")
                 t0, c0 = time.perf_counter(), budget.now() if budget is not None else None

@@ -244,9 +244,14 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
 
         return chunk
 
+    # One trace of the step for both of its uses below: `jax.jit` caches the traced program
+    # (by function and argument types), so the cond's branch reuses what `eval_shape` traced
+    # (tracing the step twice was half of an SSBroyden chunk's tracing and lowering).
+    step_once = jax.jit(one_step)
+
     @jit
     def stopping_chunk(arrays, state: TrainState, last):
-        shapes = jax.eval_shape(one_step, arrays, state)[1]
+        shapes = jax.eval_shape(step_once, arrays, state)[1]
         idle = jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype)
                                       if jnp.issubdtype(s.dtype, jnp.inexact)
                                       else jnp.zeros(s.shape, s.dtype), shapes)
@@ -255,7 +260,7 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
             state, last, done = carry
 
             def take(state):
-                new, m = one_step(arrays, state)
+                new, m = step_once(arrays, state)
                 return new, m, _met(phase, m, last)
 
             new, m, met = jax.lax.cond(done, lambda s: (s, idle, jnp.ones((), bool)), take, state)
