@@ -10,6 +10,11 @@ Prints one line per config, wall and process-CPU seconds of the chunk's compilat
 (tracing and lowering included), and the size of XLA's optimised program; ``--json
 FILE`` writes the rows. On a shared machine the CPU seconds are the figure to compare.
 ``--no-cache`` measures cold only (a checkout without the cache: main before issue 32).
+``--phase N`` measures phase N's first chunk instead (from the initial state: the program
+does not depend on the values), ``--set KEY=VALUE`` overrides the configs as the command's
+option does. Where `fit` redraws the adaptive point sets between chunks
+(`pinnkit.train.step.redraw_between_chunks`), the chunk is compiled without them, as there,
+and the redraws' own program is compiled after it and reported beside it.
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ def first_chunk(config: str, cache: str | None, where: int = 0, overrides: list[
     row |= {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "instructions": _instructions(compiled),
             "probe_ms": [probe, probe_ms()], "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
             "major_faults": r1.ru_majflt - r0.ru_majflt}
-    if between and run.adaptive is not None:  # the redraws' own program, compiled at the first one
+    if between and st.redraw_steps(run, ph, ph.start):  # the redraws' program, compiled at the first
         c0 = time.process_time()
         compiled = st.make_redraw(run, loss, st.train_key(run)).lower(state).compile()
         row |= {"redraw_cpu_s": round(time.process_time() - c0, 2),
@@ -151,6 +156,8 @@ def _child(config: str, cache: str | None, core: int | None, extra: list[str]) -
         cmd = ["taskset", "-c", str(core)] + cmd
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("JAX_COMPILATION_CACHE") and k != "PINNKIT_JAX_CACHE"}
+    if cache is None:  # cold only: not the command's default cache folder either (a hit there)
+        env["PINNKIT_JAX_CACHE"] = "off"
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**env, "JAX_PLATFORMS": "cpu"})
     if out.returncode != 0:
         return {"config": config, "error": out.stderr.strip().splitlines()[-1:]}

@@ -149,6 +149,16 @@ def step_key(loss: Loss, key, step):
     return jax.random.fold_in(key, step if every == 1 else step // every)
 
 
+def redraw_steps(run: Run, phase: AbstractPhase, start: int) -> range:
+    """The steps from ``start`` to ``phase``'s end at which the adaptive point sets are
+    redrawn (`pinnkit.train.adaptive.Adaptive.due`); empty without them."""
+    ad = run.adaptive
+    if ad is None:
+        return range(0)
+    stop = phase.end if ad.until_step is None else min(phase.end, ad.until_step)
+    return range(-(-max(start, 1) // ad.every) * ad.every, stop, ad.every)  # d > 0, d >= start
+
+
 def redraw_between_chunks(run: Run, phase: AbstractPhase, start: int, chunk: int) -> bool:
     """Whether the host loop redraws ``phase``'s adaptive point sets between chunks
     (`make_redraw`) instead of inside every chunk's program: when each step the sets are
@@ -162,8 +172,7 @@ def redraw_between_chunks(run: Run, phase: AbstractPhase, start: int, chunk: int
     ad, w = run.adaptive, run.weighting
     if ad is None:
         return False
-    stop = phase.end if ad.until_step is None else min(phase.end, ad.until_step)
-    due = range(-(-max(start, 1) // ad.every) * ad.every, stop, ad.every)  # d > 0, d >= start
+    due = redraw_steps(run, phase, start)
     if any((d - start) % chunk for d in due):
         return False
     weights = w is not None and w.adaptive and phase.updates_weights
