@@ -10,6 +10,11 @@ Prints one line per config, wall and process-CPU seconds of the chunk's compilat
 (tracing and lowering included), and the size of XLA's optimised program; ``--json
 FILE`` writes the rows. On a shared machine the CPU seconds are the figure to compare.
 ``--no-cache`` measures cold only (a checkout without the cache: main before issue 32).
+``--phase N`` measures phase N's first chunk instead (from the initial state: the program
+does not depend on the values), ``--set KEY=VALUE`` overrides the configs as the command's
+option does. Where `fit` redraws the adaptive point sets between chunks
+(`pinnkit.train.step.redraw_between_chunks`), the chunk is compiled without them, as there,
+and the redraws' own program is compiled after it and reported beside it.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ def probe_ms() -> float:
     return round(1e3 * (time.process_time() - c0), 1)
 
 
-def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
-    """In this process: build ``config``'s run and compile its first chunk."""
+def first_chunk(config: str, cache: str | None, where: int = 0, overrides: list[str] | None = None,
+                phase: int = 0) -> dict:
+    """In this process: build ``config``'s run (``--set`` ``overrides``) and compile the first
+    chunk of its phase ``phase``."""
     from pinnkit.cli import jaxsetup
 
     jaxsetup.xla_cpu_flags()
@@ -50,18 +57,10 @@ def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
     from pinnkit.parallel.mesh import replicate
     from pinnkit.run.build import build_run
     from pinnkit.run.config import load_config
+    from pinnkit.train import step as st
     from pinnkit.train.loss import make_loss
-    from pinnkit.train.step import (
-        TrainState,
-        init_extra,
-        make_chunk,
-        nan_loss,
-        point_arrays,
-        split_model,
-        train_key,
-    )
 
-    cfg = load_config(config)
+    cfg = load_config(config, overrides)
     if cache is not None:  # the command's own settings when it has them, else the same by hand
         os.environ["PINNKIT_JAX_CACHE"] = cache
     jaxsetup.apply_numerics(cfg, None)
@@ -70,15 +69,18 @@ def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     run = build_run(cfg)
-    params, static = split_model(run)
+    params, static = st.split_model(run)
     params = replicate(params, run.mesh)
-    loss, ph = make_loss(run, static), run.phases[0]
-    state = replicate(TrainState(params, ph.init(params), jnp.asarray(0, jnp.int32), init_extra(run)),
-                      run.mesh)
-    n = min(run.chunk, ph.end)
-    arrays = point_arrays(run)
-    args = (nan_loss(run.dtype),) if ph.stops_early else ()
-    fn = make_chunk(loss, ph, n, train_key(run), run=run)
+    if not 0 <= phase < len(run.phases):
+        raise SystemExit(f"--phase {phase}: {config} has phases 0..{len(run.phases) - 1}")
+    loss, ph = make_loss(run, static), run.phases[phase]
+    state = replicate(st.TrainState(params, ph.init(params), jnp.asarray(ph.start, jnp.int32),
+                                    st.init_extra(run)), run.mesh)
+    n = min(run.chunk, ph.end - ph.start)
+    arrays = st.point_arrays(run)
+    args = (st.nan_loss(run.dtype),) if ph.stops_early else ()
+    between = st.redraw_between_chunks(run, ph, ph.start, run.chunk)  # as `fit` decides
+    fn = st.make_chunk(loss, ph, n, st.train_key(run), run=run, redraw=not between)
     probe = probe_ms()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     c0, w0 = time.process_time(), time.perf_counter()
@@ -93,14 +95,24 @@ def first_chunk(config: str, cache: str | None, where: int = 0) -> dict:
     compiled = lowered.compile()
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    text = compiled.compiled.as_text() if hasattr(compiled, "compiled") else compiled.as_text()
-    lines = [line for line in text.splitlines() if " = " in line]
     # The kernel's share, the page faults that needed a read and the probe before and after:
     # a figure inflated by the machine (a slowed core, memory pressure re-reading evicted
     # library pages) rather than by the program shows there.
-    return row | {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "instructions": len(lines),
-                  "probe_ms": [probe, probe_ms()], "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
-                  "major_faults": r1.ru_majflt - r0.ru_majflt}
+    row |= {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "instructions": _instructions(compiled),
+            "probe_ms": [probe, probe_ms()], "sys_s": round(r1.ru_stime - r0.ru_stime, 2),
+            "major_faults": r1.ru_majflt - r0.ru_majflt}
+    if between and st.redraw_steps(run, ph, ph.start):  # the redraws' program, compiled at the first
+        c0 = time.process_time()
+        compiled = st.make_redraw(run, loss, st.train_key(run)).lower(state).compile()
+        row |= {"redraw_cpu_s": round(time.process_time() - c0, 2),
+                "redraw_instructions": _instructions(compiled)}
+    return row
+
+
+def _instructions(compiled) -> int:
+    """Instructions of XLA's optimised program."""
+    text = compiled.compiled.as_text() if hasattr(compiled, "compiled") else compiled.as_text()
+    return sum(" = " in line for line in text.splitlines())
 
 
 def _where(fn, args, top: int) -> list[tuple[str, int]]:
@@ -138,23 +150,26 @@ def _where(fn, args, top: int) -> list[tuple[str, int]]:
     return [("(all equations)", sum(counts.values()))] + sorted(counts.items(), key=lambda kv: -kv[1])[:top]
 
 
-def _child(config: str, cache: str | None, core: int | None) -> dict:
-    cmd = [sys.executable, __file__, "--child", config] + (["--cache", cache] if cache else [])
+def _child(config: str, cache: str | None, core: int | None, extra: list[str]) -> dict:
+    cmd = [sys.executable, __file__, "--child", config] + (["--cache", cache] if cache else []) + extra
     if core is not None:
         cmd = ["taskset", "-c", str(core)] + cmd
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("JAX_COMPILATION_CACHE") and k != "PINNKIT_JAX_CACHE"}
+    if cache is None:  # cold only: not the command's default cache folder either (a hit there)
+        env["PINNKIT_JAX_CACHE"] = "off"
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**env, "JAX_PLATFORMS": "cpu"})
     if out.returncode != 0:
         return {"config": config, "error": out.stderr.strip().splitlines()[-1:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _measure(config: str, cold_only: bool, core: int | None) -> dict:
-    """Cold, then cached on the same new cache folder, both on ``core``."""
+def _measure(config: str, cold_only: bool, core: int | None, extra: list[str]) -> dict:
+    """Cold, then cached on the same new cache folder, both on ``core`` (``extra``: the
+    children's ``--set`` and ``--phase`` options)."""
     with tempfile.TemporaryDirectory(prefix="pinnkit-bench-cache-") as cache:
-        cold = _child(config, None if cold_only else cache, core)
-        warm = None if cold_only or "error" in cold else _child(config, cache, core)
+        cold = _child(config, None if cold_only else cache, core, extra)
+        warm = None if cold_only or "error" in cold else _child(config, cache, core, extra)
     return {"config": config, "cold": cold, "cached": warm}
 
 
@@ -168,8 +183,13 @@ def _line(row: dict) -> str:
             f"lowering {cold['lower_cpu_s']:.1f} s, "
             f"system {cold.get('sys_s', 0):.1f} s, {cold.get('major_faults', 0)} major faults, "
             f"probe {cold.get('probe_ms', '?')} ms)")
+    if "redraw_cpu_s" in cold:
+        line += (f"; adaptive redraw between chunks: {cold['redraw_instructions']} instructions, "
+                 f"{cold['redraw_cpu_s']:.1f} s CPU")
     if warm is not None and "error" not in warm:
         line += f"; cached {warm['cpu_s']:.1f} s CPU ({warm['wall_s']:.1f} s wall)"
+        if "redraw_cpu_s" in warm:
+            line += f", redraw {warm['redraw_cpu_s']:.1f} s CPU"
     return line
 
 
@@ -210,11 +230,16 @@ def main(argv=None) -> int:
     p.add_argument("--where", type=int, default=0, metavar="N",
                    help="one process, cold, no cache: also print the N pinnkit source lines "
                         "with the most jaxpr equations")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override, as the command's --set (repeatable; every config)")
+    p.add_argument("--phase", type=int, default=0,
+                   help="the phase whose first chunk is measured (default 0; the chunk starts "
+                        "at the phase's first step, with the initial training state)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--cache", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
-        print(json.dumps(first_chunk(a.child, a.cache)))
+        print(json.dumps(first_chunk(a.child, a.cache, overrides=a.set, phase=a.phase)))
         return 0
     if a.table:
         runs = [json.loads(Path(f).read_text()) for f in a.table]
@@ -222,7 +247,7 @@ def main(argv=None) -> int:
         return 0
     if a.where:
         for config in a.configs:
-            row = first_chunk(config, None, a.where)
+            row = first_chunk(config, None, a.where, a.set, a.phase)
             print(json.dumps({k: v for k, v in row.items() if k != "where"}))
             for src, n in row["where"]:
                 print(f"{n:8d}  {src}")
@@ -239,7 +264,8 @@ def main(argv=None) -> int:
     def work(config: str) -> None:
         core = free.get()
         try:
-            row = _measure(config, a.no_cache, core)
+            row = _measure(config, a.no_cache, core,
+                           [o for kv in a.set for o in ("--set", kv)] + ["--phase", str(a.phase)])
         finally:
             free.put(core)
         with lock:

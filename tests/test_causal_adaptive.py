@@ -21,7 +21,7 @@ from pinnkit.train import checkpoint as ckpt
 from pinnkit.train.adaptive import Adaptive
 from pinnkit.train.loop import RESULTS, fit
 from pinnkit.train.loss import make_loss
-from pinnkit.train.step import init_extra, make_adapt, point_arrays, split_model
+from pinnkit.train.step import init_extra, make_adapt, point_arrays, redraw_between_chunks, split_model
 from pinnkit.train.weighting import Causal
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny"
@@ -145,3 +145,50 @@ def test_until_step_freezes_the_set_and_is_validated():
     assert not np.array_equal(at[10], old)
     with pytest.raises(ConfigError, match=r"sampler\.adaptive\.until_step"):
         load_config(TINY / "burgers.yaml", ["sampler.adaptive={kind: rad, until_step: 0}"])
+
+
+def test_rad_redrawn_between_chunks_equals_the_redraw_inside_the_chunk(tmp_path):
+    """RAD every 50 steps with 50-step chunks: the redraws fall on chunk starts, so the
+    host loop runs them between chunks (`make_redraw`) and the chunks' program leaves out
+    the candidates' residuals; with 30-step chunks they fall inside and stay in the
+    program. The two loss histories are equal to the bit (and the redraw at step 50 moved
+    the points: from step 50 on they differ from a run without it)."""
+    def losses(chunk, adaptive="{kind: rad, every: 50, pool: 4}"):
+        over = ["train.steps=100", f"train.chunk={chunk}", "train.log_every=1",
+                "checkpoint.every=0", f"sampler.adaptive={adaptive}"]
+        run = build_run(load_config(TINY / "burgers.yaml", over), mesh=make_mesh(1))
+        between = redraw_between_chunks(run, run.phases[0], 0, run.chunk)
+        res = fit(run, out_dir=tmp_path / f"c{chunk}", progress=False)
+        return between, np.array([h["loss"] for h in res.history if "loss" in h])
+
+    (between, a), (inside, b) = losses(50), losses(30)
+    assert between and not inside and len(a) == len(b) == 100
+    np.testing.assert_array_equal(a, b)
+    _, never = losses(50, "{kind: rad, every: 50, pool: 4, until_step: 50}")
+    np.testing.assert_array_equal(never[:50], a[:50])  # step 50's loss is on the new points
+    assert never[50] != a[50]
+
+
+def test_redraw_between_chunks_only_where_every_redraw_starts_a_chunk():
+    """The rule `fit` uses: every due step (from the step the run enters the phase) on a
+    chunk start, and no adaptive-weight update at a due step (within a step the weights are
+    updated before the redraw, from the old points)."""
+    run = _sharp_front_run("rad", 1)  # every 10
+    ph = run.phases[0]
+    assert redraw_between_chunks(run, ph, 0, 10) and redraw_between_chunks(run, ph, 0, 5)
+    assert not redraw_between_chunks(run, ph, 0, 4)  # step 10 inside the chunk [8, 12)
+    assert not redraw_between_chunks(run, ph, 3, 10)  # resumed at step 3: 10 inside [3, 13)
+    assert redraw_between_chunks(dataclasses.replace(run, adaptive=None), ph, 0, 4) is False
+    late = dataclasses.replace(run, adaptive=dataclasses.replace(run.adaptive, until_step=11))
+    assert redraw_between_chunks(late, ph, 0, 5) and not redraw_between_chunks(late, ph, 0, 4)
+    assert redraw_between_chunks(dataclasses.replace(late, adaptive=dataclasses.replace(
+        late.adaptive, until_step=10)), ph, 0, 4)  # no redraw at all: nothing inside a chunk
+    cfg = load_config(TINY / "burgers.yaml", ["weighting.kind=grad_norm", "weighting.update_every=25",
+                                              "sampler.adaptive={kind: rad, every: 50}"])
+    weighted = build_run(cfg, mesh=make_mesh(1))
+    assert not redraw_between_chunks(weighted, weighted.phases[0], 0, 50)  # both at step 50
+    cfg = load_config(TINY / "burgers.yaml", ["weighting.kind=grad_norm", "weighting.update_every=30",
+                                              "sampler.adaptive={kind: rad, every: 50}",
+                                              "train.steps=140"])
+    weighted = build_run(cfg, mesh=make_mesh(1))  # redraws at 50, 100; weights at 0, 30, 60, 90, 120
+    assert redraw_between_chunks(weighted, weighted.phases[0], 0, 50)

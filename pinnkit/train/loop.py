@@ -51,7 +51,17 @@ from .records import (
     truncate_metrics,
 )
 from .spec import Run
-from .step import TrainState, init_extra, make_chunk, nan_loss, point_arrays, split_model, train_key
+from .step import (
+    TrainState,
+    init_extra,
+    make_chunk,
+    make_redraw,
+    nan_loss,
+    point_arrays,
+    redraw_between_chunks,
+    split_model,
+    train_key,
+)
 
 _TrainClock = TrainClock  # the name the evaluation-clock tests use
 
@@ -283,6 +293,19 @@ def fit(
         return TrainInfo(step, total, pi, ph.kind, loss_now, latest_eval, wall_s, cpu_s,
                          network_, coeffs_)
 
+    def compile_now(pi: int, what: str, fn, *args):
+        """``(fn compiled for args, wall seconds)``: tracing, lowering and XLA's
+        compilation, counted in the phase's compile time (and the budget's)."""
+        b0 = budget.now() if budget is not None else None
+        c0, w0 = time.process_time(), time.perf_counter()
+        compiled = log.compiling(what, lambda: fn.lower(*args).compile())
+        if budget is not None:
+            budget.compiled(pi, b0)
+        took = time.perf_counter() - w0
+        compile_s[names[pi]] = compile_s.get(names[pi], 0.0) + took
+        compile_cpu_s[names[pi]] = compile_cpu_s.get(names[pi], 0.0) + time.process_time() - c0
+        return compiled, took
+
     def save(state_, phase_idx):
         if ck_dir is None or not is_main_process():
             return
@@ -303,11 +326,26 @@ def fit(
             chunks: dict[int, Callable] = {}
             last = nan_loss(run.dtype)  # the previous step's loss, for a phase's tolerance
             met = False
+            # adaptive point sets redrawn between chunks: each chunk's program without them
+            between, redraw = redraw_between_chunks(run, ph, step, run.chunk), None
             while step < ph.end:
                 if agree_any(should_stop()):  # every process stops at the same step
                     result = RESULTS.interrupted
                     break
                 n = min(run.chunk, ph.end - step)
+                if between:  # after a chunk a budget shortened: end before the next redraw
+                    ad = run.adaptive
+                    due = ad.every * (step // ad.every + 1)
+                    if ad.until_step is None or due < ad.until_step:
+                        n = min(n, due - step)
+                # the chunk's input: the redraw due at its first step made (before the budget
+                # sizes the chunk, so that it counts the redraw's time)
+                ready = state
+                if between and bool(run.adaptive.due(np.int64(step))):
+                    if redraw is None:
+                        redraw, _ = compile_now(pi, f"phase {pi} ({ph.kind}), adaptive points' redraw",
+                                                make_redraw(run, loss, key), state)
+                    ready = redraw(state)
                 if budget is not None:  # the same size on every process (a collective)
                     n = int(broadcast_from_main(np.int64(budget.chunk_size(pi, n, chunks))))
                     if n == 0:  # spent, or not one more step fits
@@ -315,23 +353,14 @@ def fit(
                         break
                 args = (last,) if ph.stops_early else ()
                 if n not in chunks:  # compiled ahead of time, so that rates exclude it
-                    fn = make_chunk(loss, ph, n, key, run=run, donate=donate)
-                    b0 = budget.now() if budget is not None else None
-                    c0, w0 = time.process_time(), time.perf_counter()
-                    chunks[n] = log.compiling(  # tracing, lowering and XLA's compilation
-                        f"phase {pi} ({ph.kind}), {n}-step chunk",
-                        lambda fn=fn, s=state, a=args: fn.lower(arrays, s, *a).compile())
-                    if budget is not None:
-                        budget.compiled(pi, b0)
-                    took = time.perf_counter() - w0
+                    fn = make_chunk(loss, ph, n, key, run=run, donate=donate, redraw=not between)
+                    chunks[n], took = compile_now(pi, f"phase {pi} ({ph.kind}), {n}-step chunk",
+                                                  fn, arrays, state, *args)
                     first_compile_s = took if first_compile_s is None else first_compile_s
-                    compile_s[names[pi]] = compile_s.get(names[pi], 0.0) + took
-                    compile_cpu_s[names[pi]] = (compile_cpu_s.get(names[pi], 0.0)
-                                                + time.process_time() - c0)
                 backup = to_host(state) if donate else None
                 watchdog.arm(f"steps {step}-{step + n}")
                 t0, c0 = time.perf_counter(), budget.now() if budget is not None else None
-                new_state, m = chunks[n](arrays, state, *args)
+                new_state, m = chunks[n](arrays, ready, *args)
                 m = jax.device_get(m)
                 watchdog.disarm()
                 dt = time.perf_counter() - t0

@@ -84,7 +84,7 @@ def init_extra(run: Run) -> dict:
 
 
 def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
-               steps: tuple[int, int] | None = None) -> Callable:
+               steps: tuple[int, int] | None = None, points: bool = True) -> Callable:
     """``adapt(params, key, arrays, extra, step) -> extra``: the per-step update of the
     extra training state, run inside the scanned step before the phase's update.
 
@@ -95,12 +95,13 @@ def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
       the update can run at (a phase's), a redraw that cannot happen there
       (``until_step <= start``, e.g. a quasi-Newton phase after the redraws stopped) is
       left out of the program: its residuals at the candidate points would be compiled
-      for nothing.
+      for nothing. ``points=False`` leaves the redraw out too: the host loop runs it
+      between chunks (`make_redraw`, `redraw_between_chunks`).
 
     Both use only replicated or ``psum``-ed quantities (`Loss`): the result is identical
     on every device.
     """
-    w, ad, problem = run.weighting, run.adaptive, run.problem
+    w, ad = run.weighting, run.adaptive
     redraws = ad is not None and (steps is None or ad.until_step is None or steps[0] < ad.until_step)
 
     def weights_update(params, key, arrays, extra, step):
@@ -115,26 +116,81 @@ def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
         return jax.lax.cond(step % w.update_every == 0, update, lambda lam: lam, extra["weights"])
 
     def points_update(params, key, extra, step):
-        def update(points):
-            akey = jax.random.fold_in(key, 0x52414400)
-            new = {}
-            for i, name in enumerate(ad.terms):
-                cands = ad.candidates(akey, problem, name, run.dtype)
-                score = loss.residual_norms(params, name, cands, key)
-                new[name] = ad.select(jax.random.fold_in(akey, 1 + i), points[name], cands, score)
-            return new
-
-        return jax.lax.cond(ad.due(step), update, lambda pts: pts, extra["points"])
+        return jax.lax.cond(ad.due(step), lambda pts: redraw_points(run, loss, params, key, pts),
+                            lambda pts: pts, extra["points"])
 
     def adapt(params, key, arrays, extra, step):
         extra = dict(extra)
         if update_weights and "weights" in extra:
             extra["weights"] = weights_update(params, key, arrays, extra, step)
-        if "points" in extra and redraws:
+        if "points" in extra and redraws and points:
             extra["points"] = points_update(params, key, extra, step)
         return extra
 
     return adapt
+
+
+def redraw_points(run: Run, loss: Loss, params, key, points: dict) -> dict:
+    """The adaptive point sets redrawn (`pinnkit.train.adaptive`) with the step key ``key``:
+    each term's candidates scored by its residual norms under ``params``."""
+    ad, akey = run.adaptive, jax.random.fold_in(key, 0x52414400)
+    new = {}
+    for i, name in enumerate(ad.terms):
+        cands = ad.candidates(akey, run.problem, name, run.dtype)
+        score = loss.residual_norms(params, name, cands, key)
+        new[name] = ad.select(jax.random.fold_in(akey, 1 + i), points[name], cands, score)
+    return new
+
+
+def step_key(loss: Loss, key, step):
+    """The key of global step ``step`` (``fold_in(key, step // every)`` when the sampler
+    holds its draws for ``every`` steps)."""
+    every = loss.sampler.every if loss.sampler.resample else 1
+    return jax.random.fold_in(key, step if every == 1 else step // every)
+
+
+def redraw_steps(run: Run, phase: AbstractPhase, start: int) -> range:
+    """The steps from ``start`` to ``phase``'s end at which the adaptive point sets are
+    redrawn (`pinnkit.train.adaptive.Adaptive.due`); empty without them."""
+    ad = run.adaptive
+    if ad is None:
+        return range(0)
+    stop = phase.end if ad.until_step is None else min(phase.end, ad.until_step)
+    return range(-(-max(start, 1) // ad.every) * ad.every, stop, ad.every)  # d > 0, d >= start
+
+
+def redraw_between_chunks(run: Run, phase: AbstractPhase, start: int, chunk: int) -> bool:
+    """Whether the host loop redraws ``phase``'s adaptive point sets between chunks
+    (`make_redraw`) instead of inside every chunk's program: when each step the sets are
+    redrawn at (`pinnkit.train.adaptive.Adaptive.due`) from ``start``, the step this run
+    enters the phase at, to the phase's end is the first step of a ``chunk``-step chunk,
+    and the adaptive loss weights (updated before the redraw within a step) are not
+    updated at any of those steps. Then a redraw happens before the same step, from the
+    same state and key, as inside the chunk, and the chunks' program leaves out the
+    residuals at the candidate points (on the DFG 3-D config, half of the first chunk's
+    optimised program: docs/benchmarks.md, issue 32)."""
+    ad, w = run.adaptive, run.weighting
+    if ad is None:
+        return False
+    due = redraw_steps(run, phase, start)
+    if any((d - start) % chunk for d in due):
+        return False
+    weights = w is not None and w.adaptive and phase.updates_weights
+    return not (weights and any(d % w.update_every == 0 for d in due))
+
+
+def make_redraw(run: Run, loss: Loss, key) -> Callable:
+    """``redraw(state) -> state``: ``state.extra["points"]`` redrawn at ``state.step``
+    with that step's key, as `make_adapt`'s update does inside a step (the host loop calls
+    it only at steps where a redraw is due: `redraw_between_chunks`)."""
+
+    @eqx.filter_jit
+    def redraw(state: TrainState) -> TrainState:
+        key_s = step_key(loss, key, state.step)
+        extra = dict(state.extra, points=redraw_points(run, loss, state.params, key_s, state.extra["points"]))
+        return TrainState(state.params, state.opt_state, state.step, extra)
+
+    return redraw
 
 
 def _met(phase: AbstractPhase, m: dict, last) -> jax.Array:
@@ -152,14 +208,16 @@ def _met(phase: AbstractPhase, m: dict, last) -> jax.Array:
 
 
 def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run | None = None,
-               donate: bool = False) -> Callable:
+               donate: bool = False, redraw: bool = True) -> Callable:
     """``chunk(arrays, state) -> (state, metrics)``: ``n_steps`` steps of ``phase`` in one
     dispatch (``key``: `train_key`). ``metrics`` holds per-step ``loss``, ``terms`` (term
     losses), and when present ``weights`` (adaptive loss weights), ``causal`` (slice
     weights) and what the phase adds (``step_size``, ``grad_norm``), leading axis
     ``n_steps``, measured before each step's update. Given ``run``, each step first
-    updates ``state.extra`` (`make_adapt`). With ``donate`` the input state's buffers are
-    reused for the output (the caller must not touch the input state afterwards).
+    updates ``state.extra`` (`make_adapt`; ``redraw=False``: without the adaptive point
+    sets' redraw, which the caller then runs between chunks, `make_redraw`). With
+    ``donate`` the input state's buffers are reused for the output (the caller must not
+    touch the input state afterwards).
 
     A phase with a tolerance (``phase.stops_early``) makes ``chunk(arrays, state, last)``
     with ``last`` the loss of the step before (NaN: none), and adds ``metrics["active"]``:
@@ -171,14 +229,13 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
 
         raise ConfigError(f"a {phase.kind} phase forms its Gramian from the whole batch: "
                           "it needs accumulate=1")
-    adapt = (make_adapt(run, loss, update_weights=phase.updates_weights, steps=(phase.start, phase.end))
+    adapt = (make_adapt(run, loss, update_weights=phase.updates_weights, steps=(phase.start, phase.end),
+                        points=redraw)
              if run is not None else None)
-
-    every = loss.sampler.every if loss.sampler.resample else 1
 
     def one_step(arrays, state: TrainState):
         # held for `every` steps: the points it draws (`Sampler`), and its other draws
-        key_s = jax.random.fold_in(key, state.step if every == 1 else state.step // every)
+        key_s = step_key(loss, key, state.step)
         extra = state.extra
         if adapt is not None:
             extra = adapt(state.params, key_s, arrays, extra, state.step)
@@ -196,9 +253,14 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
 
         return chunk
 
+    # One trace of the step for both of its uses below: `jax.jit` caches the traced program
+    # (by function and argument types), so the cond's branch reuses what `eval_shape` traced
+    # (tracing the step twice was half of an SSBroyden chunk's tracing and lowering).
+    step_once = jax.jit(one_step)
+
     @jit
     def stopping_chunk(arrays, state: TrainState, last):
-        shapes = jax.eval_shape(one_step, arrays, state)[1]
+        shapes = jax.eval_shape(step_once, arrays, state)[1]
         idle = jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype)
                                       if jnp.issubdtype(s.dtype, jnp.inexact)
                                       else jnp.zeros(s.shape, s.dtype), shapes)
@@ -207,7 +269,7 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
             state, last, done = carry
 
             def take(state):
-                new, m = one_step(arrays, state)
+                new, m = step_once(arrays, state)
                 return new, m, _met(phase, m, last)
 
             new, m, met = jax.lax.cond(done, lambda s: (s, idle, jnp.ones((), bool)), take, state)
