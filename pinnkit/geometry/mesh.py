@@ -456,7 +456,8 @@ def _named_parts(path: Path):
     else:
         return None
     scene = trimesh.load(str(path), force="scene", process=False, **kwargs)
-    geoms = [(str(k), g) for k, g in scene.geometry.items() if len(getattr(g, "faces", ()))]
+    geoms = [(str(k), g) for k, g in scene.geometry.items()
+             if isinstance(g, trimesh.Trimesh) and len(g.faces)]
     if len(geoms) < 2:
         return None
     offsets = np.cumsum([0] + [len(g.vertices) for _, g in geoms])
