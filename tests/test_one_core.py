@@ -33,6 +33,8 @@ PARAMS = {
     "incompressible_flow": yaml.safe_load((ROOT / "configs/tiny/flow_channel.yaml").read_text())[
         "problem"]["params"],
     "periodic_flow": {"nu": 0.01, "T": 0.5, "n": 16, "n_times": 5},
+    "pipe_flow": {**yaml.safe_load((ROOT / "configs/tiny/pipe_mesh.yaml").read_text())["problem"]["params"],
+                  "domain": {"mesh": {"file": str(ROOT / "configs/meshes/bent_pipe.stl")}}},
     "dfg_assimilation": {"data": str(ROOT / "configs/data/dfg2_probes.npz"),
                          "reference": str(ROOT / "configs/data/dfg2_fields.npz"), "samples": 8},
     "williamson6": {"days": 0.25, "reference_truncation": 42, "reference_dt_s": 1200.0},

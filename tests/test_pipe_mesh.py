@@ -6,9 +6,12 @@ import importlib.util
 import math
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import trimesh
+import yaml
 
 from pinnkit.problems.pipe import disk_rule, poiseuille_error, section_flux
 
@@ -90,3 +93,136 @@ def test_pipe_section_bad_input():
         disk_rule(CENTER, [0.0, 0.0, 0.0], R)
     with pytest.raises(ValueError, match="radius must be > 0"):
         disk_rule(CENTER, NORMAL, -1.0)
+
+
+# --- the shipped STL as a domain: one boundary piece per named solid -------------------
+
+STL = ROOT / "configs" / "meshes" / "bent_pipe.stl"
+
+
+def test_shipped_stl_is_the_scripts_output():
+    """configs/meshes/bent_pipe.stl is what `make_meshes.py --pipe` writes (same triangles
+    in the same named solids, to the file's 9 digits)."""
+    v, f, labels = make_meshes.bent_pipe()
+    scene = trimesh.load(str(STL), force="scene", process=False)
+    assert list(scene.geometry) == ["wall", "inlet", "outlet"]
+    for name, g in scene.geometry.items():
+        np.testing.assert_allclose(g.vertices[g.faces], v[f[labels == name]], atol=1e-8)
+
+
+def test_named_solids_are_pieces_sampled_on_their_own_triangles(x64):
+    from pinnkit.geometry.mesh import TriangleMesh
+
+    m = TriangleMesh.from_file(STL, backend="jax")
+    assert m.labels == ("wall", "inlet", "outlet") and m.sizes == (12_288, 48, 48)
+    assert m.pieces() == ("interior", "boundary", "wall", "inlet", "outlet")
+    inr = 0.5 * math.cos(math.pi / 48)  # the 48-gon's inradius
+    key = jax.random.key(0)
+    x = np.asarray(m.sample(key, 400, "inlet", jnp.float64))
+    np.testing.assert_allclose(x[:, 0], -3.0, atol=1e-12)  # on the inlet disk's plane
+    assert np.hypot(x[:, 1], x[:, 2]).max() <= 0.5 + 1e-12
+    assert np.hypot(x[:, 1], x[:, 2]).mean() == pytest.approx(0.5 * 2 / 3, rel=0.05)  # area-uniform
+    y = np.asarray(m.sample(key, 400, "outlet", jnp.float64))
+    np.testing.assert_allclose(y[:, 1], 4.5, atol=1e-12)
+    assert np.hypot(y[:, 0] - 1.5, y[:, 2]).max() <= 0.5 + 1e-12
+    w = np.asarray(m.sample(key, 2000, "wall", jnp.float64))
+    straight = w[:, 0] < 0  # the inlet leg: on the tube about the x axis
+    r = np.hypot(w[straight, 1], w[straight, 2])
+    assert straight.sum() > 400 and r.min() >= inr - 1e-9 and r.max() <= 0.5 + 1e-9
+    assert (w[:, 0] > -3).all() and (w[:, 1] < 4.5).all()  # no wall point on a cap's plane
+    # the normals the do-nothing outflow uses, and the whole surface still closes the solid
+    n = jax.vmap(lambda p: m.normal(p, "outlet"))(jnp.asarray(y[:5]))
+    np.testing.assert_allclose(n, np.tile([0.0, 1.0, 0.0], (5, 1)), atol=1e-12)
+    assert m.host_contains(np.asarray([[-1.0, 0.0, 0.0], [-1.0, 0.6, 0.0]])).tolist() == [True, False]
+
+
+def test_mesh_names_rename_the_files_solids():
+    from pinnkit.geometry.mesh import TriangleMesh
+
+    m = TriangleMesh.from_file(STL, backend="jax", names={"wall": "walls", "outlet": "exit"})
+    assert m.labels == ("walls", "inlet", "exit")
+    named = r"bent_pipe.stl.*names \['outflow'\] are not boundary names.*'wall', 'inlet', 'outlet'"
+    with pytest.raises(ValueError, match=named):
+        TriangleMesh.from_file(STL, backend="jax", names={"outflow": "exit"})
+
+
+def test_obj_groups_are_pieces_too(tmp_path):
+    from pinnkit.geometry.mesh import TriangleMesh
+
+    box = trimesh.creation.box()
+    top = box.face_normals[:, 2] > 0.5
+    lines = ["v {:g} {:g} {:g}".format(*v) for v in box.vertices]
+    for name, sel in (("sides", ~top), ("lid", top)):
+        lines += [f"g {name}", *("f {} {} {}".format(*(f + 1)) for f in box.faces[sel])]
+    (tmp_path / "box.obj").write_text("\n".join(lines) + "\n")
+    m = TriangleMesh.from_file(tmp_path / "box.obj", backend="jax")
+    assert dict(zip(m.labels, m.sizes, strict=True)) == {"sides": 10, "lid": 2}
+    assert m.volume == pytest.approx(1.0)
+    assert TriangleMesh.from_file(ROOT / "configs/meshes/cube.obj", backend="jax").labels == ("surface",)
+
+
+def _pipe_config(**params):
+    return {"problem": {"name": "pipe_flow", "params": {
+        "domain": {"mesh": {"file": str(STL)}}, "Q": 0.2, "nu": 0.05, **params}},
+        "sampler": {"batch": {"momentum": 16, "continuity": 16, "wall": 16, "inlet": 16, "outlet": 16}},
+        "train": {"steps": 1, "chunk": 1}, "checkpoint": {"every": 0}}
+
+
+def _refused(tmp_path, cfg, capsys):
+    from pinnkit.cli import main
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rc = main(["train", str(path), "--out", str(tmp_path / "run"), "--no-plots", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "Traceback" not in err and "\n\n" not in err, err
+    assert not (tmp_path / "run").exists()
+    return " ".join(err.split()).replace("- ", "-")
+
+
+def test_a_cap_the_mesh_lacks_is_refused_naming_the_file_and_its_names(tmp_path, capsys):
+    flat = _refused(tmp_path, _pipe_config(outlet="exit"), capsys)
+    assert "problem.params.outlet" in flat and "bent_pipe.stl" in flat and "'exit'" in flat, flat
+    assert "wall, inlet, outlet" in flat.replace("'", ""), flat
+    # the same in an expression problem's conditions
+    cfg = {"problem": {"name": "expression", "params": {
+        "domain": {"mesh": {"file": str(STL)}}, "fields": ["u"], "equations": {"pde": "-lap(u) - 1"},
+        "conditions": {"cap": {"where": "inflow", "dirichlet": 0}}}},
+        "sampler": {"batch": {"pde": 16, "cap": 16}}, "train": {"steps": 1, "chunk": 1},
+        "checkpoint": {"every": 0}}
+    flat = _refused(tmp_path, cfg, capsys)
+    assert "conditions.cap.where" in flat and "bent_pipe.stl" in flat and "'inflow'" in flat, flat
+    assert "Did you mean 'inlet'" in flat, flat
+
+
+def test_one_piece_in_two_roles_is_refused(tmp_path, capsys):
+    flat = _refused(tmp_path, _pipe_config(inlet="wall"), capsys)
+    assert "inlet, outlet and wall must be different boundaries" in flat, flat
+
+
+def test_tiny_pipe_config_runs_and_its_vtu_holds_the_surface(tmp_path):
+    """configs/tiny/pipe_mesh.yaml through the CLI: summary.json's pipe figures, then
+    ``pinnkit predict --out .vtu`` with the mesh's named surface next to the grid's cells,
+    read back with meshio as ParaView's users would."""
+    import json
+
+    meshio = pytest.importorskip("meshio")
+    from pinnkit.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", str(ROOT / "configs/tiny/pipe_mesh.yaml"), "--out", str(run),
+                 "--no-plots", "--quiet"]) == 0
+    m = json.loads((run / "summary.json").read_text())["metrics"]
+    assert len(m["flux"]) == 2 and m["far_sections"] == [0, 1] and m["radius"] == pytest.approx(0.5)
+    assert all(math.isfinite(v) for v in [*m["flux"], m["flux_error"], m["poiseuille_error"]])
+    assert main(["predict", str(run), "--grid", "9", "--out", str(tmp_path / "pipe.vtu")]) == 0
+    vtu = meshio.read(tmp_path / "pipe.vtu")
+    kinds = [c.type for c in vtu.cells]
+    assert kinds == ["hexahedron", "triangle"] and len(vtu.cells[1].data) == 12_384
+    for k, (name, count) in enumerate((("wall", 12_288), ("inlet", 48), ("outlet", 48))):
+        assert int(vtu.cell_data[f"boundary_{name}"][1].sum()) == count
+        assert int((vtu.cell_data["boundary"][1] == k).sum()) == count
+    on = np.unique(vtu.cells[1].data)  # the surface's vertices carry the fields
+    assert np.isfinite(vtu.point_data["u"][on]).all() and np.isfinite(vtu.point_data["p"][on]).all()
+    inlet = vtu.cells[1].data[vtu.cell_data["boundary_inlet"][1] == 1]
+    np.testing.assert_allclose(vtu.points[np.unique(inlet), 0], -3.0, atol=1e-6)

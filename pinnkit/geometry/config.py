@@ -66,14 +66,15 @@ def _extrusion(vertices, z, name=None, names=None, coords=("x", "y", "z")):
     return ExtrudedPolygon(vertices, z[0], z[1], name=name, names=names, coords=coords)
 
 
-def _mesh(file, name=None, scale=1.0, backend="auto", adf_radius=None, coords=("x", "y", "z")):
+def _mesh(file, name=None, names=None, scale=1.0, backend="auto", adf_radius=None, coords=("x", "y", "z")):
     """`TriangleMesh.from_file` (``file`` found relative to the config by `_primitive`;
+    ``names`` renames the file's named parts, e.g. an STL's ``solid`` blocks;
     ``backend``: ``auto``, ``warp`` or ``jax``; ``adf_radius``: the reach of the hard
     constraint's distance function, pinnkit.geometry.mesh_adf)."""
     from .mesh import TriangleMesh
 
-    return TriangleMesh.from_file(file, scale=scale, name=name, coords=coords, backend=backend,
-                                  adf_radius=adf_radius)
+    return TriangleMesh.from_file(file, scale=scale, name=name, names=names, coords=coords,
+                                  backend=backend, adf_radius=adf_radius)
 
 
 # The one table of shapes: YAML key -> constructor. A node's keys are the constructor's

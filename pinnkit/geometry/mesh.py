@@ -18,6 +18,13 @@ interior candidates' inside test, `sdf` with its exact first derivative), $O(\\l
 per point instead of $O(T)$ (scripts/bench_geometry.py ``--mesh``). With
 ``backend="jax"`` (or without Warp) the host path is trimesh with an R-tree index.
 
+A file whose parts are named (an ASCII STL of several ``solid NAME`` blocks, the way
+CFD tools name an STL's patches; OBJ groups ``g NAME`` or objects ``o NAME``) gives one
+boundary piece per name (``wall``, ``inlet``, ``outlet``...), sampled by area and used in a
+config's conditions as a CSG shape's named boundaries are; the solid (inside test, signed
+distance) is still the whole closed surface. A file with one part is one piece,
+``surface``.
+
 A mesh's distance is not smooth (it has kinks on the medial axis); hard Dirichlet
 constraints use the smooth approximate distance of `pinnkit.geometry.mesh_adf` instead.
 """
@@ -123,28 +130,47 @@ class TriangleMesh(AbstractShape):
     (checked with trimesh). Outward orientation is fixed if the volume comes out negative.
     """
 
-    triangles: np.ndarray
-    labels: tuple[str, ...] = eqx.field(static=True)
+    triangles: np.ndarray  # (T, 3, 3), grouped by part: part k is rows sizes[:k].sum() on
+    labels: tuple[str, ...] = eqx.field(static=True)  # one boundary name per part
+    sizes: tuple[int, ...] = eqx.field(static=True)  # triangles per part
     coords: tuple[str, ...] = eqx.field(static=True)
     volume: float = eqx.field(static=True)
     backend: str = eqx.field(static=True)
     bvh: _LazyBVH | None = eqx.field(static=True)
     smooth: _LazyADF = eqx.field(static=True)
+    part_smooth: tuple[_LazyADF, ...] = eqx.field(static=True)
+    source: str | None = eqx.field(static=True)
 
     def __init__(self, vertices, faces, name=None, names: Mapping | None = None, coords=("x", "y", "z"),
-                 backend: str = "auto", adf_radius: float | None = None):
+                 backend: str = "auto", adf_radius: float | None = None, groups=None,
+                 source: str | None = None):
+        """``groups``: optional ``(F,)`` part names, one per face (the file's named solids;
+        default: one part ``surface``), renamed by ``name``/``names``; ``source``: the
+        file it came from (named in error messages)."""
         import trimesh
 
+        what = f"mesh file {source!r}" if source else "mesh"
         vertices = np.asarray(vertices, np.float64)
-        check_coordinates(vertices, "mesh")
-        m = trimesh.Trimesh(vertices, np.asarray(faces, np.int64), process=True)
-        check_solid(m, "mesh")
+        faces = np.asarray(faces, np.int64)
+        check_coordinates(vertices, what)
+        groups = np.full(len(faces), "surface") if groups is None else np.asarray(groups, str)
+        if groups.shape != (len(faces),):
+            raise ValueError(f"{what}: groups must name each of the {len(faces)} faces: actual "
+                             f"shape {groups.shape}")
+        m = trimesh.Trimesh(vertices, faces, process=True)
+        check_solid(m, what)
+        if len(m.faces) != len(faces):  # processing keeps the faces (no validate=True): kept in step
+            raise ValueError(f"{what}: reading dropped {len(faces) - len(m.faces)} faces")
         if m.volume < 0:
             m.invert()
-        self.triangles = np.asarray(m.triangles, np.float64)
+        parts = tuple(dict.fromkeys(groups.tolist()))
+        order = np.concatenate([np.flatnonzero(groups == g) for g in parts])
+        self.triangles = np.asarray(m.triangles, np.float64)[order]
+        self.sizes = tuple(int((groups == g).sum()) for g in parts)
         self.volume = float(m.volume)
-        self.labels = relabel(("surface",), name, names, "mesh")
+        self.labels = relabel(parts, name, names, what)
         self.coords = tuple(coords)
+        self.source = None if source is None else str(source)
         self.backend = resolve_backend(backend)
         self.bvh = _LazyBVH(self.triangles) if self.backend == "warp" else None
         t = self.triangles.reshape(-1, 3)
@@ -154,6 +180,13 @@ class TriangleMesh(AbstractShape):
             raise ValueError(f"mesh adf_radius must be a number > 0 (the reach of the smooth distance "
                              f"function used by network.hard_constraint): actual={adf_radius!r}")
         self.smooth = _LazyADF(self.triangles, float(adf_radius))
+        # a piece's own smooth distance (zero on its triangles only); the whole one for one part
+        self.part_smooth = ((self.smooth,) if len(parts) == 1 else
+                            tuple(_LazyADF(tri, float(adf_radius)) for tri in self.part_triangles()))
+
+    def part_triangles(self) -> tuple[np.ndarray, ...]:
+        """The triangles of each part, ``(T_k, 3, 3)``, in the order of `labels`."""
+        return tuple(np.split(self.triangles, np.cumsum(self.sizes)[:-1]))
 
     @staticmethod
     def from_file(path, scale: float = 1.0, name=None, names=None, coords=("x", "y", "z"),
@@ -190,9 +223,25 @@ class TriangleMesh(AbstractShape):
             raise ValueError(f"{what} has no triangles (empty, truncated or not a mesh)")
         check_coordinates(np.asarray(m.vertices), what)
         check_coordinates(np.asarray(m.vertices) * scale, f"{what} scaled by {scale:g}")
-        m = trimesh.Trimesh(m.vertices, m.faces, process=True)  # what trimesh.load would give
+        named = _named_parts(path)
+        if named is not None:  # the same triangles, grouped by the file's part names
+            vertices, faces, groups = named
+        else:
+            vertices, faces, groups = np.asarray(m.vertices), np.asarray(m.faces), None
+        m = trimesh.Trimesh(vertices, faces, process=True)  # what trimesh.load would give
         check_solid(m, what)
-        return TriangleMesh(np.asarray(m.vertices) * scale, m.faces, name, names, coords, backend, adf_radius)
+        return TriangleMesh(vertices * scale, faces, name, names, coords, backend, adf_radius,
+                            groups=groups, source=str(path))
+
+    def surface(self):
+        """``(vertices (V, 3), triangles (F, 3), part (F,), names)``: the surface with shared
+        vertices, ``part`` the index into ``names`` (the boundary names) of each triangle
+        (`pinnkit.gridio.gridded.Surface`, the VTK output's surface)."""
+        t = self.triangles.reshape(-1, 3)
+        vertices, inverse = np.unique(t, axis=0, return_inverse=True)
+        names = tuple(dict.fromkeys(self.labels))
+        part = np.repeat([names.index(n) for n in self.labels], self.sizes)
+        return vertices, inverse.reshape(-1, 3), part, names
 
     def trimesh(self):
         """The mesh as a ``trimesh.Trimesh`` (host-side queries)."""
@@ -216,7 +265,9 @@ class TriangleMesh(AbstractShape):
         return jnp.where(self.winding(x) > 0.5, -d, d)
 
     def parts(self):
-        return (Part(MeshSurface(self.triangles, "surface", self.smooth), self.labels[0], Frame.identity(3)),)
+        return tuple(Part(MeshSurface(tri, name, smooth), name, Frame.identity(3))
+                     for tri, name, smooth in zip(self.part_triangles(), self.labels, self.part_smooth,
+                                                  strict=True))
 
     def candidates(self, u, piece):
         if piece != "interior":
@@ -253,6 +304,14 @@ class TriangleMesh(AbstractShape):
         import trimesh
 
         return -trimesh.proximity.signed_distance(self.trimesh(), np.asarray(points, np.float64))
+
+
+def described(domain) -> str:
+    """How an error message names ``domain``: ``the mesh file 'PATH'`` for a triangle mesh
+    read from a file (a missing boundary name is then the file's), else ``the domain``."""
+    if isinstance(domain, TriangleMesh) and domain.source:
+        return f"the mesh file {domain.source!r}"
+    return "the domain"
 
 
 BACKENDS = ("auto", "warp", "jax")
@@ -378,6 +437,35 @@ def _truncated_stl(path: Path) -> str | None:
     if size < want:
         return f"its header counts {count} triangles ({want} bytes), the file has {size} bytes"
     return None
+
+
+def _named_parts(path: Path):
+    """``(vertices, faces, groups)`` of a file with several named parts (ASCII STL
+    ``solid NAME`` blocks; OBJ ``g``/``o`` names), ``groups`` the part name of each face;
+    None for a file of one part (or another format): it is the one piece ``surface``."""
+    import trimesh
+
+    suffix = path.suffix.lower()
+    if suffix == ".stl":
+        with open(path, "rb") as f:
+            if f.read(5).lower() != b"solid":  # binary STL: one unnamed solid
+                return None
+        kwargs = {}
+    elif suffix == ".obj":
+        kwargs = {"split_objects": True, "split_groups": True, "group_material": False}
+    else:
+        return None
+    scene = trimesh.load(str(path), force="scene", process=False, **kwargs)
+    geoms = [(str(k), g) for k, g in scene.geometry.items()
+             if isinstance(g, trimesh.Trimesh) and len(g.faces)]
+    if len(geoms) < 2:
+        return None
+    offsets = np.cumsum([0] + [len(g.vertices) for _, g in geoms])
+    vertices = np.concatenate([np.asarray(g.vertices, np.float64) for _, g in geoms])
+    faces = np.concatenate([np.asarray(g.faces, np.int64) + o
+                            for (_, g), o in zip(geoms, offsets[:-1], strict=True)])
+    groups = np.concatenate([np.full(len(g.faces), k) for k, g in geoms])
+    return vertices, faces, groups
 
 
 def check_solid(m, what: str) -> None:

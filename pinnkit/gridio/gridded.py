@@ -31,6 +31,24 @@ from ..sphere.domain import Sphere, lonlat_to_xyz
 
 
 @dataclass
+class Surface:
+    """A domain's boundary surface as triangles, with fields at its vertices (a triangle
+    mesh's, written into ``.vtu`` files next to the grid's cells so that ParaView shows
+    the shape):
+
+    - `points`: ``(V, 3)`` vertices; `triangles`: ``(F, 3)`` vertex indices;
+    - `part`: ``(F,)`` index into `names`, the boundary name of each triangle;
+    - `fields`: ``{field: (V,)}``.
+    """
+
+    points: np.ndarray
+    triangles: np.ndarray
+    part: np.ndarray
+    names: tuple[str, ...]
+    fields: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
 class Gridded:
     """Fields on a tensor grid (module docstring).
 
@@ -42,6 +60,7 @@ class Gridded:
     - `mask`: bool array of shape ``shape`` (True inside the domain), None if all inside.
     - `units`: ``{dim or field: unit}`` as far as the problem knows them (UDUNITS strings).
     - `coords`: the domain's coordinate names (columns of `points`).
+    - `surface`: the domain's boundary as a `Surface` (a triangle mesh's), or None.
     """
 
     dims: tuple[str, ...]
@@ -52,6 +71,7 @@ class Gridded:
     mask: np.ndarray | None = None
     units: dict[str, str] = field(default_factory=dict)
     attrs: dict[str, str] = field(default_factory=dict)
+    surface: Surface | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -72,7 +92,7 @@ class Gridded:
                 v = np.where(self.mask, v, np.nan)
             out[n] = v
         return Gridded(self.dims, self.axes, self.points, self.coords, out, self.mask, self.units,
-                       self.attrs)
+                       self.attrs, self.surface)
 
     def table(self) -> dict[str, np.ndarray]:
         """Flat columns (one row per grid point): the domain's coordinates, ``lon``/``lat``

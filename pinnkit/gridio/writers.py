@@ -13,7 +13,11 @@ flat columns or a `pinnkit.gridio.gridded.Gridded`.
   points outside an irregular domain are NaN (the ``_FillValue``).
 - ``.vtu`` (through meshio, the ``vtk`` extra): an unstructured mesh of the grid's cells
   (lines, quads or hexahedra; on the sphere quads on the surface, closed across the
-  date line); cells touching a point outside the domain are left out.
+  date line); cells touching a point outside the domain are left out. A triangle mesh's
+  domain adds its surface (`Gridded.surface`): the triangles as a second cell block with
+  the fields at their vertices, the cell array ``boundary`` (the index of the triangle's
+  boundary name in the shape's order; -1 on the grid's cells) and one 0/1 cell array
+  ``boundary_NAME`` per name.
 - ``.vts``: a VTK XML structured grid (written here, ASCII), hidden points outside the
   domain (``vtkGhostType``).
 
@@ -177,7 +181,20 @@ def _write_vtu(path: Path, grid: Gridded, fields: dict, mask) -> None:
     kind, cells = _cells(pos.shape[:-1], wrap_last=_closed_lon(grid))
     if mask is not None:  # keep the cells whose every vertex is inside
         cells = cells[mask.ravel()[cells].all(axis=1)]
-    mesh = meshio.Mesh(pos.reshape(-1, 3), [(kind, cells)], point_data=_point_data(grid, fields, dims))
+    points, blocks, data = pos.reshape(-1, 3), [(kind, cells)], _point_data(grid, fields, dims)
+    cell_data = {}
+    surf = grid.surface
+    if surf is not None:  # the shape's own triangles, after the grid's points
+        n = len(points)
+        points = np.concatenate([points, surf.points])
+        blocks.append(("triangle", surf.triangles + n))
+        data = {k: np.concatenate([v, _stored(surf.fields[k]).ravel()]) if k in surf.fields else
+                np.concatenate([v, np.full(len(surf.points), np.nan)]) for k, v in data.items()}
+        part = surf.part.astype(np.int32)
+        cell_data = {"boundary": [np.full(len(cells), -1, np.int32), part]}
+        for k, name in enumerate(surf.names):  # by name: ParaView's Threshold on boundary_inlet
+            cell_data[f"boundary_{name}"] = [np.zeros(len(cells), np.uint8), (part == k).astype(np.uint8)]
+    mesh = meshio.Mesh(points, blocks, point_data=data, cell_data=cell_data)
     meshio.write(str(path), mesh, file_format="vtu")
 
 

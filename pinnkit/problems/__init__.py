@@ -18,6 +18,7 @@ from .highdim import allen_cahn_ball, poisson_ball
 from .inverse import burgers_inverse, ebm_inverse, flow_assimilation, kovasznay_inverse
 from .navier_stokes import beltrami_flow, channel_flow, kovasznay, taylor_green
 from .periodic_flow import periodic_flow
+from .pipe import pipe_flow
 from .poisson import poisson, poisson2d
 from .poisson_domain import poisson_domain
 
@@ -37,6 +38,7 @@ PROBLEMS = {
     "dfg_shedding": dfg_shedding,
     "dfg_assimilation": dfg_assimilation,
     "dfg_cylinder_3d": dfg_cylinder_3d,
+    "pipe_flow": pipe_flow,
     "burgers": burgers,
     "allen_cahn": allen_cahn,
     "burgers_inverse": burgers_inverse,

@@ -34,6 +34,7 @@ from ..expr import Ex, ExprError, Resolver, Symbols, point_function, residual_fu
 from ..geometry.config import build_domain, is_geometry
 from ..geometry.distance import DistanceDirichlet
 from ..geometry.domains import Box, SpaceTime
+from ..geometry.mesh import described
 from ..physics.constraints import HardDirichlet, InitialValue
 from ..physics.problem import GAUGES, Problem
 from ..physics.terms import Equation
@@ -184,8 +185,8 @@ class _Builder:
                 if piece == "initial" else did_you_mean(piece, pieces[1:])
             )
             raise ExprError(
-                f"{key}.where: the domain has no boundary {piece!r}.{hint} Its boundaries: "
-                f"{name_list(pieces[1:])}."
+                f"{key}.where: {described(self.domain)} has no boundary {piece!r}.{hint} Its "
+                f"boundaries: {name_list(pieces[1:])}."
             )
         if kind == "initial" and piece != "initial":
             raise ExprError(f"{key}: an initial condition holds on 'initial', not {piece!r}.")

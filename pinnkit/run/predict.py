@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import PinnkitError
-from ..gridio.gridded import Gridded, _inside, check_spec, grid_of
+from ..geometry.mesh import TriangleMesh
+from ..gridio.gridded import Gridded, Surface, _inside, check_spec, grid_of
 
 
 class OutsideDomainWarning(UserWarning):
@@ -102,6 +103,11 @@ def predict_grid(run_dir: str | Path, grid: str | int = 101, *, batch: int | Non
                 check=_plan(data, dtype, batch, mesh, f"--grid {str(grid).strip()!r}"))
     vals = predict_network(data.network, g.points, batch=batch, dtype=dtype, mesh=mesh)
     g = g.with_fields(vals, problem.out_names)
+    if isinstance(problem.domain, TriangleMesh):  # the shape itself, for ParaView
+        verts, tris, part, names = problem.domain.surface()
+        on = predict_network(data.network, verts, batch=batch, dtype=dtype, mesh=mesh)
+        g.surface = Surface(verts, tris, part, names,
+                            {n: np.asarray(on[:, i]) for i, n in enumerate(problem.out_names)})
     g.attrs.update({"title": problem.description or problem.name, "problem": problem.name,
                     "step": str(data.step)})
     return g
