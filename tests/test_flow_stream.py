@@ -69,15 +69,16 @@ def test_the_derivative_engines_agree_on_the_stream_velocity(x64):
     function) by the Taylor engine's generic rule and by nested autodiff, on the tiny
     channel (three given sides; the compile of either grows with the lifting's size)."""
     p = incompressible_flow(
-        domain={"rectangle": {"lower": [0, 0], "upper": [2, 1],
-                              "names": {"left": "inlet", "right": "outlet", "bottom": "walls", "top": "walls"}}},
+        domain={"rectangle": {"lower": [0, 0], "upper": [2, 1], "names": {
+            "left": "inlet", "right": "outlet", "bottom": "walls", "top": "walls"}}},
         velocity={"inlet": ["4*y*(1 - y)", 0], "walls": 0}, nu=0.05, hard_velocity="stream")
     net = _net(p, seed=1)
     layout = Layout(("x", "y"), ("x", "y"), ("u", "v", "p"))
     x = p.domain.sample(jax.random.key(5), 4, "interior", jnp.float64)
 
     def run(method):
-        return jax.jit(jax.vmap(lambda z: method.evaluate(momentum_residual, net, layout, z, {"nu": 0.05})))(x)
+        one = lambda z: method.evaluate(momentum_residual, net, layout, z, {"nu": 0.05})  # noqa: E731
+        return jax.jit(jax.vmap(one))(x)
 
     got, ref = run(Taylor()), run(Autodiff())
     assert np.all(np.isfinite(np.asarray(ref)))

@@ -57,8 +57,8 @@ from .base import AbstractShape
 from .distance import _blend_weights, part_adf, r_equiv, side_point
 
 GAUSS = 16  # Gauss-Legendre nodes per side for the stream function along it
-_NODES, _WEIGHTS = (0.5 * (v + 1) for v in np.polynomial.legendre.leggauss(GAUSS))
-_WEIGHTS = np.polynomial.legendre.leggauss(GAUSS)[1] * 0.5
+_NODES = 0.5 * (np.polynomial.legendre.leggauss(GAUSS)[0] + 1)  # on [0, 1]
+_WEIGHTS = 0.5 * np.polynomial.legendre.leggauss(GAUSS)[1]
 
 
 class _Given(eqx.Module):
@@ -87,8 +87,9 @@ def _flux_along(a, b, g, s):
 
 class StreamVelocity(AbstractFieldConstraint):
     """The velocity $\\nabla^\\perp\\psi$ of a constrained stream function (module
-    docstring) in outputs ``(0, 1)``; the other outputs are the network's own (the
-    pressure). Build it with `stream_velocity`."""
+    docstring) in outputs ``(0, 1)``, from the network's raw output 0 ($N_\\psi$; raw
+    output 1 is unused, so that the network keeps the problem's ``u, v, p`` layout); the
+    other outputs are the network's own (the pressure). Build it with `stream_velocity`."""
 
     domain: AbstractShape
     given: tuple[_Given, ...]
@@ -188,8 +189,7 @@ def stream_velocity(shape: AbstractShape, data: Mapping[str, Callable | None], k
             j = nxt[0]
             rev = node(sides[j][3]) == node(end)
         chains.append(chain)
-    given, values_at = [], []
-    centre_of = []
+    given, centre_of = [], []
     for c, chain in enumerate(chains):
         psi = 0.0
         pts = []
