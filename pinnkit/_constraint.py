@@ -41,3 +41,20 @@ class AbstractHardConstraint(eqx.Module):
 
         **Returns:** the constrained output, ``(m,)``, same dtype as ``y``.
         """
+
+
+class AbstractFieldConstraint(AbstractHardConstraint):
+    """A hard constraint that needs the network's raw output as a function, not only its
+    value at the point: a velocity that is the curl of a constrained stream function
+    (`pinnkit.geometry.stream.StreamVelocity`) differentiates the raw output. The network
+    calls `of_field` with its raw field; `__call__` is the same with the raw output held
+    constant (its derivatives zero), for callers that have only a value. The derivative
+    engine differentiates such a network by its generic rule."""
+
+    @abc.abstractmethod
+    def of_field(self, x: Point, raw) -> Float[Array, " m"]:
+        """The constrained output at ``x`` from ``raw(z) -> (m,)``, the network's raw output
+        at any point ``z``."""
+
+    def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
+        return self.of_field(x, lambda z: y)

@@ -22,7 +22,7 @@ from pinnkit.geometry import (
     difference,
     signed_adf,
 )
-from pinnkit.geometry.distance import normalised
+from pinnkit.geometry.distance import normalised, side_point
 from pinnkit.nn.nets import build_mlp_network
 
 L_SHAPE = [[-1, -1], [0, -1], [0, 0], [1, 0], [1, 1], [-1, 1]]
@@ -264,3 +264,60 @@ def test_faces_trimmed_as_one_vector_equal_the_part_by_part_adf(f64):
     got, size = _same_as_side_by_side(shape, x)
     ref = lambda y: _side_by_side(shape, y, {})  # noqa: E731
     assert size(got) < 0.5 * size(ref), (size(got), size(ref))
+
+
+def _step_inflow():
+    """The backward-facing step of configs/flows/step.yaml, its inflow written for the
+    inlet y in [1/2, 1] only (negative below it)."""
+    shape = Polygon([[0, 0.5], [1, 0.5], [1, 0], [5, 0], [5, 1], [0, 1]],
+                    names={"side0": "walls", "side1": "walls", "side2": "walls", "side3": "outlet",
+                           "side4": "walls", "side5": "inlet"})
+    inflow = lambda x: jnp.stack([16 * (x[1] - 0.5) * (1 - x[1]), 0.0 * x[0]])  # noqa: E731
+    return shape, inflow, DistanceDirichlet(shape, ("inlet", "walls"), ((0, 1), (0, 1)), (inflow, None))
+
+
+def test_side_data_read_on_the_side_exact_and_nonnegative_behind_the_step(f64):
+    """A straight side's data are read at its smoothed closest point (`side_point`): the
+    constrained field still equals the data on each piece (1e-12), and the lifting of a
+    nonnegative profile stays nonnegative behind the step, where the profile's expression
+    itself is negative (the blend used to carry it into the channel)."""
+    shape, inflow, hd = _step_inflow()
+    y = jnp.asarray([0.7, -1.3, 2.0])
+    for piece in ("inlet", "walls"):
+        x = shape.sample(jax.random.key(3), 400, piece, jnp.float64)
+        out = jax.vmap(lambda p: hd(p, y))(x)
+        want = jax.vmap(inflow)(x) if piece == "inlet" else jnp.zeros((400, 2))
+        np.testing.assert_allclose(out[:, :2], want, rtol=0, atol=1e-12)
+    x = shape.sample(jax.random.key(5), 20000, "interior", jnp.float64)
+    lift = jax.vmap(lambda p: hd.lifting(p, 3)[0])(x)
+    behind = np.asarray((x[:, 0] > 1) & (x[:, 1] < 0.5))
+    assert behind.sum() > 1000
+    assert float(jnp.min(jax.vmap(inflow)(x)[behind, 0])) < -1  # the expression there
+    assert float(jnp.min(lift[:, 0])) >= 0
+    assert float(jnp.min(lift[behind, 0])) > 0
+
+
+def test_side_point_has_no_kink_line_behind_the_step(f64):
+    """The lines through the inlet's ends cross the shape behind the step (y = 1/2 for
+    x > 1): the second derivative of the inflow read at `side_point` across that line is
+    continuous (its jump over 2h shrinks like h); read at the exact closest point (a
+    clamp, the negative control) it jumps by O(1)."""
+    _, inflow, _ = _step_inflow()
+    a, b = np.asarray([0.0, 0.5]), np.asarray([0.0, 1.0])
+
+    def clamp_point(p):
+        s = jnp.clip(jnp.dot(p - a, b - a) / 0.25, 0.0, 1.0)
+        return a + s * (b - a)
+
+    def jumps(point, x0):
+        gyy = jax.jit(jax.vmap(lambda p: jax.hessian(lambda q: inflow(point(q))[0])(p)[1, 1]))
+        return [float(jnp.abs(jnp.diff(gyy(jnp.asarray([[x0, 0.5 - h], [x0, 0.5 + h]]))))[0])
+                for h in (1e-3, 1e-4)]
+
+    for x0 in (1.5, 3.0):
+        smooth = jumps(lambda q: side_point(a, b, q), x0)
+        assert smooth[1] < 0.2 * smooth[0] + 1e-9, smooth
+        kink = jumps(clamp_point, x0)
+        assert min(kink) > 1, kink
+    on = jnp.asarray([[0.0, 0.5], [0.0, 0.75], [0.0, 1.0]])
+    np.testing.assert_array_equal(jax.vmap(lambda q: side_point(a, b, q))(on), on)

@@ -19,7 +19,9 @@ distance functions in physics-informed deep neural networks" (CMAME 389):
 
 `DistanceDirichlet` uses them for $y_k = g_k(x) + \\phi_k(x) N_k(x)$, with $g_k$ the
 transfinite (inverse-distance) blend of the conditions' data on the pieces where output
-$k$ is prescribed, so that ``network.hard_constraint: true`` works on every shape.
+$k$ is prescribed, so that ``network.hard_constraint: true`` works on every shape. The
+data of a piece that is one straight side is read at a smoothed closest point of that
+side (`side_point`), never beyond its ends.
 
 **Corners.** Where two parts meet, both $\\phi_i \\to 0$ and the R-functions lose
 smoothness: $\\phi$ stays continuous and zero on the boundary, but its $k$-th
@@ -220,6 +222,69 @@ def _segments_level(a, b, sign, length, half2, x):
     return f, (half2 - jnp.sum(c * c, axis=1)) / length
 
 
+def side_ends(domain: AbstractDomain, piece: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The world-frame ends ``(a, b)`` of ``piece`` if it is one straight side (a
+    polygon's or a rectangle's side, trimmed or not), else None."""
+    space = domain.space if isinstance(domain, SpaceTime) else domain
+    if not isinstance(space, AbstractShape) or piece in ("boundary", "initial"):
+        return None
+    def make():
+        parts = space.piece_parts(piece)
+        if len(parts) != 1 or type(parts[0].atom).stack_kind != "segment":
+            return None
+        p = parts[0]
+        return batched._to_world(p, p.atom.a), batched._to_world(p, p.atom.b)
+    return memo(space, ("side ends", piece), make)
+
+
+def _gauss_ramp(m, width):
+    """$E[\\max(m + wZ, 0)] = m\\,\\Phi(m/w) + w\\,\\varphi(m/w)$, $Z$ standard normal, $w > 0$."""
+    z = m / width
+    return (m * 0.5 * jax.scipy.special.erfc(-z / np.sqrt(2.0))
+            + width * jnp.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi))
+
+
+def side_point(a, b, x: Point) -> Point:
+    r"""A smoothed closest point of the side $a \to b$ to ``x`` (2-D): $a + \tilde s\,(b - a)$
+    with $\tilde s = E[\operatorname{clamp}(s + wZ, 0, 1)]$, $s$ the projection's
+    parameter, $Z$ standard normal and the width $w = |f|/L$ the distance to the side's
+    line in side lengths.
+
+    Why: a piece's data $g_i$ is written for the piece (the step's inflow
+    $16(y - 1/2)(1 - y)$ on $y \in [1/2, 1]$), but the blend evaluates it at every point
+    of the shape, where beside the piece's ends it is another function (negative behind
+    the step), and the blend carries that into the flow. The closest point (the clamp of
+    $s$) stays on the piece but has a kink along the lines $s = 0, 1$, which cross the
+    shape (behind the step) and would put a kink line into the Laplacian of the lifting.
+    Averaging the clamp over a Gaussian of width $w$ keeps it in $[0, 1]$ (an average of
+    values in $[0, 1]$: the point stays on the side, so a nonnegative profile stays
+    nonnegative) and makes it $C^\infty$ wherever $w > 0$, i.e. off the side's line; on
+    the side itself ($w = 0$) it is the clamp, so $\tilde s = s$ and the data are
+    exact. Inside the side's slab the change is exponentially small near the side
+    ($\le w\,\varphi(\min(s, 1 - s)/w)$) and grows with the distance, where the blend
+    weight of the piece is small."""
+    a, b = jnp.asarray(a, x.dtype), jnp.asarray(b, x.dtype)
+    e = b - a
+    length2 = jnp.sum(e * e)
+    r = x - a
+    s = jnp.dot(r, e) / length2
+    width = jnp.abs(e[0] * r[1] - e[1] * r[0]) / length2  # |f| / L
+    ok = width > 0
+    safe = jnp.where(ok, width, 1.0)
+    smooth = _gauss_ramp(s, safe) - _gauss_ramp(s - 1.0, safe)
+    return a + jnp.where(ok, smooth, jnp.clip(s, 0.0, 1.0)) * e
+
+
+def _piece_data(domain: AbstractDomain, piece: str, g: Callable, x: Point):
+    """``g`` at ``x``, or at `side_point` of ``x`` if ``piece`` is one straight side."""
+    ends = side_ends(domain, piece)
+    if ends is None:
+        return g(x)
+    if isinstance(domain, SpaceTime):
+        return g(jnp.concatenate([x[:1], side_point(*ends, x[1:])]))
+    return g(side_point(*ends, x))
+
+
 def adf(domain: AbstractDomain, pieces: Sequence[str] = ("boundary",)) -> Callable[[Point], Scalar]:
     """``phi(x)``: the ADF of the union of ``pieces``, zero exactly there, positive in the
     rest of the domain, normalised to first order."""
@@ -238,7 +303,9 @@ class DistanceDirichlet(AbstractHardConstraint):
     """Exact Dirichlet data on any shape: for each constrained output $k$,
     $y_k = g_k(x) + \\phi_k(x)\\,y_k^{net}$, where $\\phi_k$ is the ADF of the pieces on
     which $k$ is prescribed and $g_k = \\sum_i w_i g_{i,k}$ blends their data with
-    $w_i = \\phi_i^{-1} / \\sum_j \\phi_j^{-1}$ ($= 1$ on piece $i$).
+    $w_i = \\phi_i^{-1} / \\sum_j \\phi_j^{-1}$ ($= 1$ on piece $i$); the data of a piece
+    that is one straight side are read at `side_point` (on the side, never beyond its
+    ends), those of other pieces at $x$ itself.
 
     **Arguments:**
     - `domain`: a shape or a `SpaceTime` over one (``"initial"`` is then a piece too).
@@ -295,8 +362,14 @@ class DistanceDirichlet(AbstractHardConstraint):
         cutters = {}  # each trimming operand's distance function once for all pieces
         phis = {p: piece_adf(self.domain, p, x, cutters) for p in dict.fromkeys(self.pieces)}
         # a data function shared by several pieces (the DFG inflow: inlet and walls) once
-        by_fn = {id(g): jnp.atleast_1d(g(x)) for g in self.values if g is not None}
-        data = [None if g is None else by_fn[id(g)] for g in self.values]
+        # per point it is read at (a straight side's data at its `side_point`)
+        keys = [(id(g), p if side_ends(self.domain, p) is not None else None) for p, g in
+                zip(self.pieces, self.values, strict=True)]
+        by_fn = {}
+        for key, p, g in zip(keys, self.pieces, self.values, strict=True):
+            if g is not None and key not in by_fn:
+                by_fn[key] = jnp.atleast_1d(_piece_data(self.domain, p, g, x))
+        data = [None if g is None else by_fn[key] for key, g in zip(keys, self.values, strict=True)]
         a, d = [jnp.zeros((), x.dtype)] * m, [jnp.ones((), x.dtype)] * m
         shared, scale = {}, dict(self.scale or ())
         for k in sorted({k for o in self.outputs for k in o}):

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._constraint import AbstractFieldConstraint
 from .._types import Point
 from ..diffops import jets
 
@@ -93,13 +94,19 @@ class Network(eqx.Module):
 
     def unsymmetrised(self, x: Point) -> Float[Array, " m"]:
         """Embedding → core → transform, without the `Parity` average."""
-        z = x
-        for e in self.embedding:
-            z = e(z)
-        y = self.core(z)
+        if isinstance(self.transform, AbstractFieldConstraint):
+            return self.transform.of_field(x, self.raw)
+        y = self.raw(x)
         if self.transform is not None:
             y = self.transform(x, y)
         return y
+
+    def raw(self, x: Point) -> Float[Array, " m"]:
+        """Embedding → core: the output before the transform."""
+        z = x
+        for e in self.embedding:
+            z = e(z)
+        return self.core(z)
 
     def fields(self, x: Point) -> dict[str, Array]:
         """Outputs by name at one point."""
@@ -109,6 +116,8 @@ class Network(eqx.Module):
 
 @jets.taylor_rule(Network)
 def _network_jet(net: Network, x_jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    if isinstance(net.transform, AbstractFieldConstraint):  # differentiates the raw field itself
+        return jets.generic(lambda z: jnp.atleast_1d(net(z)), (x_jet,), plan)
     if net.parity is None:
         return _chain(net, x_jet, plan, keep)
     if type(net.parity) is not Parity:  # a user's own symmetrisation: only jvp is safe

@@ -36,6 +36,7 @@ from ..errors import did_you_mean as _suggest
 from ..expr import ExprError, Resolver, Symbols, host_function, point_function
 from ..geometry.distance import DistanceDirichlet, normalised
 from ..geometry.domains import SpaceTime
+from ..geometry.stream import stream_velocity
 from ..physics.flow import inscribed_circles
 from ..physics.problem import Problem
 from ..physics.terms import CircleFlux, Dirichlet, Equation
@@ -120,7 +121,12 @@ def incompressible_flow(
       the others, an inflow or a lid, stay loss terms and need a batch in
       ``sampler.batch``). With ``"all"`` the lifting of an inflow is its data blended
       with the walls' zeros by inverse distance, a field whose flux decays away from the
-      inlet (a sink the network must cancel); with ``"zero"`` the lifting is 0.
+      inlet (a sink the network must cancel); with ``"zero"`` the lifting is 0. With
+      ``"stream"`` every given velocity is exact and the velocity is the curl of a
+      constrained stream function (`pinnkit.geometry.stream.StreamVelocity`):
+      divergence-free by construction, carrying the inflow's flux through every section,
+      one trainable constant per obstacle; straight sides with any data and circles with
+      zero velocity.
     - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
       same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
       `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
@@ -181,19 +187,27 @@ def incompressible_flow(
         terms[b] = Dirichlet(b, ("u", "v"), values[b])
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
-    if hard_velocity not in ("all", "zero"):
+    if hard_velocity not in ("all", "zero", "stream"):
         raise ConfigError(f"{KEY}.hard_velocity: 'all' (every given velocity exact with "
-                          "network.hard_constraint) or 'zero' (only the no-slip boundaries); "
-                          f"got {hard_velocity!r}.")
-    exact = {b: g for b, g in values.items() if hard_velocity == "all" or g is None}
-    try:
-        if not exact:
-            raise ValueError("no boundary to impose exactly")
-        hard = normalised(DistanceDirichlet(dom, tuple(exact), ((0, 1),) * len(exact), tuple(exact.values())))
-    except ValueError as e:
-        if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
-            raise
-        hard = None  # a mesh (no smooth distance): loss terms only
+                          "network.hard_constraint), 'zero' (only the no-slip boundaries) or "
+                          "'stream' (every given velocity exact, the velocity the curl of a stream "
+                          f"function); got {hard_velocity!r}.")
+    exact = {b: g for b, g in values.items() if hard_velocity != "zero" or g is None}
+    if hard_velocity == "stream":
+        try:
+            hard = stream_velocity(dom, exact, key=f"{KEY}.hard_velocity")
+        except ValueError as e:
+            raise ConfigError(f"{e}. Use hard_velocity: all (the default).") from None
+    else:
+        try:
+            if not exact:
+                raise ValueError("no boundary to impose exactly")
+            hard = normalised(DistanceDirichlet(dom, tuple(exact), ((0, 1),) * len(exact),
+                                                tuple(exact.values())))
+        except ValueError as e:
+            if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
+                raise
+            hard = None  # a mesh (no smooth distance): loss terms only
     reference = None
     if fem_reference:
         from ..solvers.fem_ns import solve_steady

@@ -1,0 +1,227 @@
+r"""A 2-D velocity that is divergence-free by construction and exact on the boundaries
+where it is given: the curl of a constrained stream function (issue 36).
+
+$$\mathbf u = \nabla^\perp\psi = (\partial_y\psi, -\partial_x\psi), \qquad
+\psi = G(x) + \Big(\frac{D(x)}{s}\Big)^2 N_\psi(x),$$
+
+$N_\psi$ the network's first raw output, $D$ the R-equivalence distance function of the
+boundary parts where the velocity is given ($s$ its maximum in the shape, as
+`pinnkit.geometry.distance.normalised`), $G$ a lifting of the stream function's boundary
+data. Then $\nabla\cdot\mathbf u = 0$ identically (no continuity residual to fit, no sink
+the network can make: the flux through every section is the inflow's), and on the
+given boundaries $\mathbf u$ is the data, whatever $N_\psi$: $D^2 N_\psi$ and its
+gradient vanish there, and $G$ carries both the value and the normal derivative of
+$\psi$ the data fix.
+
+**The boundary data of $\psi$.** Along a boundary curve walked with unit tangent
+$\boldsymbol\tau$, $\partial_\tau\psi = \mathbf u\cdot\boldsymbol\nu$ with
+$\boldsymbol\nu = (\tau_y, -\tau_x)$ (the normal velocity), and with $\mathbf n$ the
+inward normal $\partial_n\psi = -v\,n_x + u\,n_y$ (the tangential velocity). The given
+parts (straight sides, and circles with zero velocity) are joined into chains by their
+shared ends; the outflows, where $\psi$ is free, cut the chains. Along a chain $\psi$ is
+the integral of the normal velocity (16-point Gauss–Legendre on each side, in the graph,
+so it is smooth in its upper limit), up to one constant per chain: the first chain's is
+the gauge ($\psi = 0$ at its start); every other chain (an obstacle, or a second wall
+between two outflows) carries an unknown constant, a trainable scalar (`levels`) that
+starts at the first chain's lifting at the chain's centre (a flux split by the
+obstacle's position). A closed chain must carry no net flux (mass conservation of the
+data; refused otherwise).
+
+**The lifting.** Each given side $j$ contributes $G_j = \Psi_j(\tilde s) + f_j\,q_j(\tilde
+s)$, $\tilde s$ its smoothed closest point's parameter (`pinnkit.geometry.distance.
+side_point`), $\Psi_j$ the stream function along it, $q_j$ the tangential velocity and
+$f_j$ the signed distance to its line (positive inside); a circle its chain's constant.
+They are blended with weights $w_j \propto \phi_j^{-2}$ ($\phi_j$ the part's distance
+function): squared, so that every other part's weight has a zero normal derivative on
+part $j$ and $\partial_n G = q_j$ there (with $\phi_j^{-1}$ weights the blend adds
+$\sum_k G_k\,\partial_n w_k \ne 0$).
+
+Limits (refused with a clear message): a given velocity on a curved part must be zero
+(no-slip on a disk); 2-D shapes only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._constraint import AbstractFieldConstraint
+from .._types import Point
+from . import batched
+from .base import AbstractShape
+from .distance import _blend_weights, part_adf, r_equiv, side_point
+
+GAUSS = 16  # Gauss-Legendre nodes per side for the stream function along it
+_NODES = 0.5 * (np.polynomial.legendre.leggauss(GAUSS)[0] + 1)  # on [0, 1]
+_WEIGHTS = 0.5 * np.polynomial.legendre.leggauss(GAUSS)[1]
+
+
+class _Given(eqx.Module):
+    """One given part: a side ``a -> b`` walked in that direction (``data`` its velocity,
+    None for zero; ``start`` the stream function at ``a`` before its chain's constant;
+    ``normal`` the inward unit normal) or a circle (``a`` its centre, ``b`` None)."""
+
+    piece: str = eqx.field(static=True)
+    index: int = eqx.field(static=True)
+    chain: int = eqx.field(static=True)
+    a: tuple[float, float] = eqx.field(static=True)
+    b: tuple[float, float] | None = eqx.field(static=True)
+    start: float = eqx.field(static=True)
+    normal: tuple[float, float] | None = eqx.field(static=True)
+    data: Callable | None = eqx.field(static=True)
+
+
+def _flux_along(a, b, g, s):
+    r"""$\int_0^s \mathbf g(a + t(b - a))\cdot\boldsymbol\nu\,L\,dt$, $\boldsymbol\nu$ the
+    walking direction turned clockwise ($L\boldsymbol\nu = (e_y, -e_x)$, $e = b - a$)."""
+    e = b - a
+    t = s * jnp.asarray(_NODES, s.dtype)
+    vals = jax.vmap(lambda r: jnp.atleast_1d(g(a + r * e)))(t)
+    return s * jnp.dot(jnp.asarray(_WEIGHTS, s.dtype), vals[:, 0] * e[1] - vals[:, 1] * e[0])
+
+
+class StreamVelocity(AbstractFieldConstraint):
+    """The velocity $\\nabla^\\perp\\psi$ of a constrained stream function (module
+    docstring) in outputs ``(0, 1)``, from the network's raw output 0 ($N_\\psi$; raw
+    output 1 is unused, so that the network keeps the problem's ``u, v, p`` layout); the
+    other outputs are the network's own (the pressure). Build it with `stream_velocity`."""
+
+    domain: AbstractShape
+    given: tuple[_Given, ...]
+    scale: float = eqx.field(static=True)
+    levels: Float[Array, " c"]  # the constants of the chains after the first (trainable)
+
+    def _chain_level(self, chain: int, dtype):
+        return jnp.zeros((), dtype) if chain == 0 else self.levels[chain - 1].astype(dtype)
+
+    def lifting(self, x: Point) -> tuple[Float[Array, ""], Float[Array, ""]]:
+        """$(G(x), D(x)/s)$."""
+        cutters = {}
+        phis, values = [], []
+        for p in self.given:
+            phis.append(part_adf(self.domain.piece_parts(p.piece)[p.index], x, cutters))
+            level = self._chain_level(p.chain, x.dtype) + p.start
+            if p.b is None or p.data is None:
+                values.append(level)
+                continue
+            a, b = jnp.asarray(p.a, x.dtype), jnp.asarray(p.b, x.dtype)
+            e = b - a
+            q_point = side_point(a, b, x)
+            s = jnp.dot(q_point - a, e) / jnp.dot(e, e)
+            n = jnp.asarray(p.normal, x.dtype)
+            g = jnp.atleast_1d(p.data(q_point))
+            tangential = -g[1] * n[0] + g[0] * n[1]
+            values.append(level + _flux_along(a, b, p.data, s) + jnp.dot(x - a, n) * tangential)
+        w = _blend_weights([ph * ph for ph in phis])
+        lift = values[0] if w is None else sum(wi * vi for wi, vi in zip(w, values, strict=True))
+        return lift, r_equiv(phis) / self.scale
+
+    def stream(self, x: Point, raw: Callable[[Point], Float[Array, " m"]]) -> Float[Array, ""]:
+        """$\\psi(x) = G + (D/s)^2 N_\\psi$."""
+        g, d = self.lifting(x)
+        return g + d * d * raw(x)[0]
+
+    def of_field(self, x: Point, raw: Callable[[Point], Float[Array, " m"]]) -> Float[Array, " m"]:
+        def psi_and_rest(z):
+            return jnp.concatenate([jnp.atleast_1d(self.stream(z, raw)), raw(z)[2:]])
+
+        value, (dx, dy) = jax.vmap(lambda v: jax.jvp(psi_and_rest, (x,), (v,)), out_axes=(None, 0))(
+            jnp.eye(2, dtype=x.dtype))
+        return jnp.concatenate([jnp.stack([dy[0], -dx[0]]), value[1:]])
+
+
+def _ends(part) -> tuple[np.ndarray, np.ndarray]:
+    return (np.asarray(batched._to_world(part, part.atom.a), float),
+            np.asarray(batched._to_world(part, part.atom.b), float))
+
+
+def stream_velocity(shape: AbstractShape, data: Mapping[str, Callable | None], key: str = "hard_velocity",
+                    n: int = 4096) -> StreamVelocity:
+    """A `StreamVelocity` for the velocity ``data`` (``{piece: g(x) -> (2,) or None for
+    zero}``) on ``shape``. Raises `ValueError` (naming ``key``) where the construction
+    does not apply (module docstring, limits)."""
+    if not isinstance(shape, AbstractShape) or shape.dim != 2:
+        raise ValueError(f"{key}: a stream-function velocity needs a 2-D shape")
+    sides, circles = [], []
+    for piece, g in data.items():
+        for i, part in enumerate(shape.piece_parts(piece)):
+            kind = type(part.atom).stack_kind
+            if kind == "segment":
+                sides.append((piece, i, *_ends(part), g))
+            elif kind == "round" and g is None:
+                circles.append((piece, i, np.asarray(batched._to_world(part, part.atom.center), float)))
+            else:
+                raise ValueError(
+                    f"{key}: the velocity on {piece!r} is given on a curved part with a nonzero value "
+                    "(or on a part that is neither a straight side nor a circle); the stream-function "
+                    "velocity takes straight sides with any data and circles with zero velocity only")
+    # chains of sides by shared ends (rounded), walked from an end no other given side shares
+    def node(p):
+        return tuple(np.round(p, 9))
+    at: dict[tuple, list[int]] = {}
+    for j, (_, _, a, b, _) in enumerate(sides):
+        at.setdefault(node(a), []).append(j)
+        at.setdefault(node(b), []).append(j)
+    if any(len(v) > 2 for v in at.values()):
+        raise ValueError(f"{key}: more than two given sides meet at one point; the stream-function "
+                         "velocity needs the given boundary as simple chains")
+    free = set(range(len(sides)))
+    chains: list[list[tuple[int, bool]]] = []  # (side, reversed)
+    starts = [j for j in range(len(sides)) if any(len(at[node(p)]) == 1 for p in sides[j][2:4])]
+    for j0 in [*starts, *range(len(sides))]:
+        if j0 not in free:
+            continue
+        a, b = sides[j0][2], sides[j0][3]
+        rev = len(at[node(b)]) == 1 and len(at[node(a)]) != 1  # start at the free end
+        chain, j = [], j0
+        while j in free:
+            free.discard(j)
+            chain.append((j, rev))
+            end = sides[j][2] if rev else sides[j][3]
+            nxt = [k for k in at[node(end)] if k != j and k in free]
+            if not nxt:
+                break
+            j = nxt[0]
+            rev = node(sides[j][3]) == node(end)
+        chains.append(chain)
+    given, centre_of = [], []
+    for c, chain in enumerate(chains):
+        psi = 0.0
+        pts = []
+        for j, rev in chain:
+            piece, i, a, b, g = sides[j]
+            a, b = (b, a) if rev else (a, b)
+            e = b - a
+            n_in = np.asarray([-e[1], e[0]]) / np.linalg.norm(e)
+            mid = 0.5 * (a + b)
+            h = 1e-6 * np.linalg.norm(e)
+            if float(shape.sdf(jnp.asarray(mid + h * n_in))) > float(shape.sdf(jnp.asarray(mid - h * n_in))):
+                n_in = -n_in
+            given.append(_Given(piece, i, c, tuple(map(float, a)), tuple(map(float, b)), psi,
+                                tuple(map(float, n_in)), g))
+            if g is not None:
+                with jax.enable_x64(True):
+                    psi += float(_flux_along(jnp.asarray(a), jnp.asarray(b), g, jnp.asarray(1.0)))
+            pts += [a, b]
+        closed = node(given[-1].b) == node(given[-len(chain)].a)
+        if closed and abs(psi) > 1e-9 * max(1.0, max(abs(q.start) for q in given[-len(chain):])):
+            raise ValueError(f"{key}: the velocity given on a closed boundary curve carries a net "
+                             f"flux {psi:.3g} through it (mass is not conserved by the data)")
+        centre_of.append(np.mean(pts, axis=0))
+    for piece, i, centre in circles:
+        chains.append([])
+        given.append(_Given(piece, i, len(chains) - 1, tuple(map(float, centre)), None, 0.0, None, None))
+        centre_of.append(centre)
+    dtype = jnp.result_type(float)
+    plain = StreamVelocity(shape, tuple(given), 1.0, jnp.zeros((max(len(chains) - 1, 0),), dtype))
+    x = shape.sample(jax.random.key(0), n, "interior", dtype)
+    d = float(jnp.max(jax.jit(jax.vmap(lambda z: plain.lifting(z)[1]))(x)))
+    # the other chains' constants start at the first chain's lifting at their centres
+    first = StreamVelocity(shape, tuple(p for p in given if p.chain == 0), 1.0, plain.levels)
+    start = [float(first.lifting(jnp.asarray(c, dtype))[0]) if first.given else 0.0 for c in centre_of[1:]]
+    return StreamVelocity(shape, tuple(given), float(f"{d:.2g}"), jnp.asarray(start, dtype))
