@@ -90,3 +90,16 @@ def test_the_stream_velocity_refuses_what_it_cannot_impose():
         _flow("obstacles", velocity={"inlet": ["4*y*(1 - y)", 0], "walls": 0, "obstacles": [1, 0]})
     with pytest.raises(ConfigError, match="net flux"):  # in through the lid, out nowhere
         _flow("cavity", velocity={"lid": [0, -1], "walls": 0})
+
+
+def test_corner_functions_are_refused_with_the_stream_velocity(x64):
+    """network.singular adds to a constraint's value; the stream velocity differentiates the
+    network, so the combination would enrich nothing it claims to: one paragraph naming the key."""
+    from pinnkit.run.build import build_run
+    from pinnkit.run.config import load_config
+
+    cfg = load_config(FLOWS / "step.yaml", ["problem.params.hard_velocity=stream",
+                                            "network.singular=[{at: [1.0, 0.5]}]",
+                                            "problem.params.fem_reference=false"])
+    with pytest.raises(ConfigError, match="network.singular: the problem's hard constraint"):
+        build_run(cfg)

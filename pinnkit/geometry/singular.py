@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._constraint import AbstractHardConstraint
+from .._constraint import AbstractFieldConstraint, AbstractHardConstraint
 from .._types import Point
 from ..diffops import jets, safe_atan2
 from .base import AbstractShape, Part, all_parts, check_point
@@ -267,6 +267,11 @@ def enrich(domain, out_names: tuple[str, ...], specs, base: AbstractHardConstrai
     """A `CornerEnrichment` from ``network.singular`` entries (anything with ``at``,
     ``radius``, ``terms`` and ``fields``: the config's `CornerConfig`), applied after
     ``base``, its coefficients zeros of ``dtype``. Raises `ValueError` naming ``key.N``."""
+    if isinstance(base, AbstractFieldConstraint):
+        raise ValueError(
+            f"{key}: the problem's hard constraint differentiates the network (a velocity that "
+            "is the curl of a stream function), and the corner functions would be added to its "
+            "value only; remove network.singular or the constraint's option (hard_velocity: stream)")
     corners, fields = [], None
     for i, s in enumerate(specs):
         corners.append(corner(domain, s.at, s.radius, s.terms, what=f"{key}.{i}"))

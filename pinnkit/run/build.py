@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from .._constraint import AbstractFieldConstraint
 from .._loader import load_callable, provider_factories
 from ..diffops import ESTIMATORS, METHODS, AbstractDiffMethod
 from ..errors import ConfigError
@@ -222,12 +221,6 @@ def build_network(cfg: RunConfig, problem: Problem, key, dtype) -> Network:
     fourier = (n.fourier.dim, n.fourier.scale) if n.fourier is not None else None
     transform = problem.hard_constraint if n.hard_constraint else None
     if n.singular:  # corner singular functions with trainable coefficients, after the constraint
-        if isinstance(transform, AbstractFieldConstraint):
-            raise ConfigError(
-                "network.singular: the problem's hard constraint differentiates the network "
-                "(a velocity that is the curl of a stream function), and the corner functions "
-                "would be added to its value only; remove network.singular or the constraint's "
-                "option (hard_velocity: stream)")
         try:
             transform = enrich(problem.domain, problem.out_names, n.singular, transform, dtype)
         except ValueError as e:
