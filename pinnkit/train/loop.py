@@ -59,6 +59,7 @@ from .step import (
     nan_loss,
     point_arrays,
     redraw_between_chunks,
+    redraw_steps,
     split_model,
     train_key,
 )
@@ -334,10 +335,7 @@ def fit(
                     break
                 n = min(run.chunk, ph.end - step)
                 if between:  # after a chunk a budget shortened: end before the next redraw
-                    ad = run.adaptive
-                    due = ad.every * (step // ad.every + 1)
-                    if ad.until_step is None or due < ad.until_step:
-                        n = min(n, due - step)
+                    n = min([n, *(d - step for d in redraw_steps(run, ph, step + 1)[:1])])
                 # the chunk's input: the redraw due at its first step made (before the budget
                 # sizes the chunk, so that it counts the redraw's time)
                 ready = state
