@@ -116,7 +116,8 @@ def main(argv=None) -> dict:
     out = {"St": fig["St"], "c_D_max": fig["c_D_max"], "c_L_max": fig["c_L_max"], "period": period,
            "probe_rows": int(len(tt)), "probe_times": int(len(idx)), "probes": int(len(probes)),
            "field_rows": int(sum(len(v) for v in cols["t"])), "field_times": h.kept_times[kept].tolist(),
-           "order": a.order, "ndof": h.final.info.get("ndof"), "fem_cpu_s": fem_s, "cached": bool(h.info.get("cached"))}
+           "order": a.order, "ndof": h.final.info.get("ndof"), "fem_cpu_s": fem_s,
+           "cached": bool(h.info.get("cached"))}
     print(json.dumps(out, indent=1))
     return out
 
