@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pinnkit.diffops import Autodiff, Layout
-from pinnkit.physics.limit_cycle import OscillationFloor, box_points
+from pinnkit.physics.limit_cycle import EPS, OscillationFloor, box_points
 from pinnkit.problems.dfg2 import dfg_shedding
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "ns_cylinder_dfg2.yaml"
@@ -33,13 +33,14 @@ def test_the_residual_is_the_shortfall_of_the_exact_phase_variance(x64, amp):
                                   + 0.5 * jnp.cos(6 * math.pi * z[0])), z[2] ** 2])
     rows = box_points([[0.4, 1.2], [0.1, 0.3]], 16, 8, seed=1)
     var, a = amp**2 * 0.625, 0.1
-    np.testing.assert_allclose(_residual(field, rows, a)[:, 0], max(a * a - var, 0.0) / a, atol=1e-14)
+    want = max(a - math.sqrt(var + (EPS * a) ** 2), 0.0)
+    np.testing.assert_allclose(_residual(field, rows, a)[:, 0], want, atol=1e-14)
 
 
 def test_a_steady_field_pays_the_floor_and_a_large_cycle_nothing(x64):
     rows = box_points([[0.4, 1.2], [0.1, 0.3]], 32, 8)
     steady = lambda z: jnp.stack([z[1], z[1] * z[2], z[2]])  # noqa: E731
-    np.testing.assert_allclose(_residual(steady, rows, 0.2), 0.2, rtol=1e-14)
+    np.testing.assert_allclose(_residual(steady, rows, 0.2), 0.2 * (1 - EPS), rtol=1e-6)
     # a travelling wave v = A sin 2 pi (s - x / lambda): the same variance at every point
     wave = lambda z: jnp.stack([z[1], 0.4 * jnp.sin(2 * math.pi * (z[0] - z[1] / 0.8)), z[2]])  # noqa: E731
     assert np.max(_residual(wave, rows, 0.2)) == 0.0
@@ -67,10 +68,16 @@ def test_the_term_in_dfg_shedding_has_residuals_and_jacobians(x64):
 
     def model(theta):  # v = theta_0 sin 2 pi s: variance theta_0^2 / 2
         return (lambda x: jnp.stack([x[1], theta[0] * jnp.sin(2 * math.pi * x[0]), 0 * x[0]])), {}
-    r, jac = only.residual_jacobians(model, jnp.array([0.1]), batch, Autodiff())["oscillation"]
-    # r = (a^2 - theta^2/2)/a = 0.05, dr/dtheta = -theta/a = -1 at theta = 0.1
-    np.testing.assert_allclose(np.asarray(r[:, 0]), 0.05, rtol=1e-12)
-    np.testing.assert_allclose(np.asarray(jac[:, 0, 0]), -1.0, rtol=1e-12)
+    r, jac = only.residual_jacobians(model, jnp.array([0.05]), batch, Autodiff())["oscillation"]
+    # r = a - sqrt(theta^2/2 + e^2), dr/dtheta = -(theta/2)/sqrt(theta^2/2 + e^2) at theta = a/2
+    a, th = 0.1, 0.05
+    sd = math.sqrt(th**2 / 2 + (EPS * a) ** 2)
+    np.testing.assert_allclose(np.asarray(r[:, 0]), a - sd, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(jac[:, 0, 0]), -(th / 2) / sd, rtol=1e-12)
+    # at zero oscillation the gradient along the oscillating direction does not vanish
+    # (the variance's would): d r / d theta -> -1/sqrt(2) as theta -> 0 (for theta >> e)
+    _, jac0 = only.residual_jacobians(model, jnp.array([1e-2 * a]), batch, Autodiff())["oscillation"]
+    assert float(jnp.max(jac0[:, 0, 0])) < -0.7
 
 
 @pytest.mark.parametrize("setting", ["problem.params.oscillation_box=[[1.2, 0.4], [0.1, 0.3]]",
