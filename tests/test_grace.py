@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pinnkit.train import checkpoint as ckpt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +46,7 @@ def _losses(out: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in recs if "loss" in r}
 
 
+@pytest.mark.slow  # three CLI processes (about 30 CPU s)
 def test_sigterm_in_a_chunk_longer_than_the_grace_period_stops_and_resumes(tmp_path):
     run = tmp_path / "run"
     p = subprocess.Popen(_train(run, 20 + 2 * CHUNK, CHUNK, "--grace-period", str(GRACE)), env=ENV,
@@ -51,7 +54,7 @@ def test_sigterm_in_a_chunk_longer_than_the_grace_period_stops_and_resumes(tmp_p
     deadline = time.time() + 300
     log = run / "metrics.jsonl"
     while time.time() < deadline and p.poll() is None:  # into the SSBFGS phase's chunks
-        if log.exists() and log.read_bytes().count(b"\n") > 40:  # a record per step
+        if log.exists() and log.read_bytes().count(b"\n") > 21:  # a record per step
             break
         time.sleep(0.2)
     p.send_signal(signal.SIGTERM)
@@ -60,7 +63,7 @@ def test_sigterm_in_a_chunk_longer_than_the_grace_period_stops_and_resumes(tmp_p
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "interrupted", summary
     stop = summary["steps"]
-    assert ckpt.latest_valid(run / "checkpoints")[1]["step"] == stop > 40
+    assert ckpt.latest_valid(run / "checkpoints")[1]["step"] == stop > 21
     # The chunk the signal would have waited for without the limit: longer than the grace
     # period at the run's own pace (timed steps, compilation excluded).
     assert CHUNK / summary["steps_per_s"] > GRACE, summary
