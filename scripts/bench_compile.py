@@ -78,7 +78,7 @@ def first_chunk(config: str, cache: str | None, where: int = 0, overrides: list[
                                     st.init_extra(run)), run.mesh)
     n = min(run.chunk, ph.end - ph.start)
     arrays = st.point_arrays(run)
-    args = (st.nan_loss(run.dtype),) if ph.stops_early else ()
+    args = st.chunk_args(ph, run.dtype, n)
     between = st.redraw_between_chunks(run, ph, ph.start, run.chunk)  # as `fit` decides
     fn = st.make_chunk(loss, ph, n, st.train_key(run), run=run, redraw=not between)
     probe = probe_ms()

@@ -106,8 +106,10 @@ def _train(args, out: Path, stop) -> int:
     if not args.dry_run:  # an old run a killed --overwrite left aside: back before training
         recover_dir(out)
     stall = args.stall_timeout if args.stall_timeout is not None else (900.0 if spec.multi else 0.0)
+    # chunks of a quarter of the grace period: a signal's chunk, the checkpoint and the
+    # summary fit in it (`pinnkit.train.loop.fit`'s max_chunk_s)
     fit_options = dict(accumulate=cfg.train.accumulate, remat=cfg.train.remat,
-                       donate=cfg.train.donate, stall_timeout=stall)
+                       donate=cfg.train.donate, stall_timeout=stall, max_chunk_s=args.grace_period / 4)
     if args.dry_run:
         return _dry_run(cfg, fit_options)
     summary = train_to_dir(
@@ -175,6 +177,7 @@ def _dry_run(cfg, fit_options) -> int:
     from ..train.plan import plan
 
     fit_options.pop("stall_timeout")
+    fit_options.pop("max_chunk_s")
     info = plan(build_run(cfg), **fit_options)
     if is_main_process():
         mem = info["memory_per_device"]
@@ -245,7 +248,8 @@ def parser() -> argparse.ArgumentParser:
                     help="seconds after which a silent process counts as dead (default 60)")
     t.add_argument("--grace-period", type=float, default=60.0, metavar="S",
                    help="after SIGTERM/SIGUSR1/SIGINT, exit anyway if the run has not stopped at a "
-                        "chunk boundary within S seconds (default 60; the newest checkpoint is kept)")
+                        "chunk boundary within S seconds (default 60; the newest checkpoint is kept); "
+                        "second-order phases run chunks of at most S/4 seconds")
     mp.add_argument("--stall-timeout", type=float, metavar="S",
                     help="exit 70 if a compiled chunk takes longer (default: 900 with several "
                          "processes, off otherwise)")

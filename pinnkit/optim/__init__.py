@@ -1,8 +1,10 @@
 """Optimisers beyond optax's: `soap` (Shampoo-preconditioned Adam), the energy natural
 gradient / Gauss-Newton step (`pinnkit.optim.natgrad`), its Jacobian form solved in point
 or parameter space with SPRING momentum (`pinnkit.optim.woodbury`), and the dense
-self-scaled quasi-Newton methods `ssbfgs` / `ssbroyden` (`pinnkit.optim.quasi_newton`)."""
+self-scaled quasi-Newton methods `ssbfgs` / `ssbroyden` (`pinnkit.optim.quasi_newton`),
+and optax's zoom line search with the objective traced once (`pinnkit.optim.linesearch`)."""
 
+from .linesearch import zoom_linesearch as zoom_linesearch
 from .natgrad import NaturalGradientState as NaturalGradientState
 from .natgrad import SafeguardedState as SafeguardedState
 from .natgrad import natural_gradient as natural_gradient

@@ -28,7 +28,8 @@ a_k = b_k h_k - 1 \\ge 0.$$
   Where $a_k = 0$ (then $v_k = 0$ and every member of the family coincides) $\\vartheta_k = 0$.
 
 Line search: optax's `scale_by_zoom_linesearch` (Nocedal & Wright Algorithms 3.5/3.6,
-the one the ``lbfgs`` phase uses), reused because it takes exactly what the training
+the one the ``lbfgs`` phase uses; `pinnkit.optim.linesearch.zoom_linesearch`, the same
+steps with the objective traced once), reused because it takes exactly what the training
 step passes an L-BFGS phase (``value``, ``grad``, ``value_fn``), guarantees
 $y_k^\\top s_k > 0$ when the curvature condition holds, and returns the value *and
 gradient* at the accepted point, so $y_k$ costs no extra evaluation. Its state is
@@ -48,6 +49,7 @@ would not fit (``max_memory_bytes``, default half of the device's memory).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -58,6 +60,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
 from ..errors import ConfigError
+from .linesearch import zoom_linesearch, zoom_search
 
 # The update holds the state's H, the updated H and one P x P temporary at once.
 _DENSE_COPIES = 3
@@ -145,16 +148,28 @@ def _broyden_scalars(b, h, n: int, broyden: bool):
     return tau, (1.0 - theta) / sigma
 
 
+class SelfScaled(NamedTuple):
+    """`ssbfgs` / `ssbroyden`: an optax transformation (``init``, ``update``) and
+    ``search_step(state, params, value_and_grad) -> (updates, state, value, aux,
+    grads)``, the same update with the loss at ``params`` evaluated inside the line
+    search's loop, so that a training step's program holds the loss once."""
+
+    init: Callable
+    update: Callable
+    search_step: Callable
+
+
 def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, curv_rtol: float,
-                 curvature_eps: float | None,
-                 max_memory_bytes: float | None) -> optax.GradientTransformationExtraArgs:
+                 curvature_eps: float | None, max_memory_bytes: float | None) -> SelfScaled:
     name = "ssbroyden" if broyden else "ssbfgs"
     if max_linesearch_steps < 1:
         raise ValueError(f"need max_linesearch_steps >= 1: actual={max_linesearch_steps}")
-    linesearch = optax.scale_by_zoom_linesearch(
+    linesearch = zoom_linesearch(
         max_linesearch_steps, slope_rtol=slope_rtol, curv_rtol=curv_rtol,
         initial_guess_strategy="one",  # quasi-Newton: the unit step is the natural guess
     )  # fmt: skip
+    search = zoom_search(max_linesearch_steps, slope_rtol=slope_rtol, curv_rtol=curv_rtol,
+                         initial_guess_strategy="one")
 
     def init(params) -> SelfScaledState:
         flat, _ = ravel_pytree(params)
@@ -164,21 +179,19 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
         return SelfScaledState(izero, jnp.eye(n, dtype=dtype), linesearch.init(flat),
                                zero, zero, one, one, izero, izero)
 
-    def update(grads, state: SelfScaledState, params, *, value, value_fn, grad=None):
-        flat, unravel = ravel_pytree(params)
-        g, _ = ravel_pytree(grads if grad is None else grad)
-        n, dtype = flat.shape[0], flat.dtype
-        eye = jnp.eye(n, dtype=dtype)
-        eps = jnp.finfo(dtype).eps if curvature_eps is None else curvature_eps
-
+    def direction(state: SelfScaledState, g):
+        """$d_k = -H_k g_k$, and whether it is a finite descent direction (else $-g_k$)."""
         d = -state.inv_hessian @ g
         # g = 0 (an exact stationary point) is no reason to reset; the step is then 0
         descent = jnp.all(jnp.isfinite(d)) & ((d @ g < 0) | jnp.all(g == 0))
-        h_mat = jnp.where(descent, state.inv_hessian, eye)
-        d = jnp.where(descent, d, -g)
+        return jnp.where(descent, d, -g), descent
 
-        s, ls_state = linesearch.update(d, state.linesearch, flat, value=value, grad=g,
-                                        value_fn=lambda th: value_fn(unravel(th)))
+    def updated(state: SelfScaledState, g, descent, s, ls_state):
+        """The step and the new state from the line search's step $s_k$ along the direction."""
+        n, dtype = g.shape[0], g.dtype
+        eye = jnp.eye(n, dtype=dtype)
+        eps = jnp.finfo(dtype).eps if curvature_eps is None else curvature_eps
+        h_mat = jnp.where(descent, state.inv_hessian, eye)
         alpha, g_new = ls_state.learning_rate, ls_state.grad
         y = g_new - g
         ys, yy, ss = y @ s, y @ y, s @ s
@@ -211,14 +224,37 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
             skipped=state.skipped + (step_ok & ~curved).astype(jnp.int32),
             resets=state.resets + (reset | ~descent).astype(jnp.int32),
         )
+        return s, new_state
+
+    def update(grads, state: SelfScaledState, params, *, value, value_fn, grad=None):
+        flat, unravel = ravel_pytree(params)
+        g, _ = ravel_pytree(grads if grad is None else grad)
+        d, descent = direction(state, g)
+        s, ls_state = linesearch.update(d, state.linesearch, flat, value=value, grad=g,
+                                        value_fn=lambda th: value_fn(unravel(th)))
+        s, new_state = updated(state, g, descent, s, ls_state)
         return unravel(s), new_state
 
-    return optax.GradientTransformationExtraArgs(init, update)
+    def search_step(state: SelfScaledState, params, value_and_grad):
+        """`update` with the loss at ``params`` evaluated in the line search's loop
+        (`pinnkit.optim.linesearch.zoom_search`): ``value_and_grad(params) -> ((value,
+        aux), grads)``. Returns ``(updates, state, value, aux, grads)``."""
+        flat, unravel = ravel_pytree(params)
+
+        def flat_vg(th):
+            out, g = value_and_grad(unravel(th))
+            return out, ravel_pytree(g)[0]
+
+        r = search(flat_vg, flat, lambda g: direction(state, g), state.linesearch)
+        s, new_state = updated(state, r.grad, r.extra, r.step, r.state)
+        return unravel(s), new_state, r.value, r.aux, unravel(r.grad)
+
+    return SelfScaled(init, update, search_step)
 
 
 def ssbfgs(max_linesearch_steps: int = 25, slope_rtol: float = 1e-4, curv_rtol: float = 0.9,
            curvature_eps: float | None = None,
-           max_memory_bytes: float | None = None) -> optax.GradientTransformationExtraArgs:
+           max_memory_bytes: float | None = None) -> SelfScaled:
     """Self-scaled BFGS (module docstring). The returned update is the step $s_k$ itself
     (apply it with `optax.apply_updates`; no learning rate).
 
@@ -238,7 +274,7 @@ def ssbfgs(max_linesearch_steps: int = 25, slope_rtol: float = 1e-4, curv_rtol: 
 
 def ssbroyden(max_linesearch_steps: int = 25, slope_rtol: float = 1e-4, curv_rtol: float = 0.9,
               curvature_eps: float | None = None,
-              max_memory_bytes: float | None = None) -> optax.GradientTransformationExtraArgs:
+              max_memory_bytes: float | None = None) -> SelfScaled:
     """Self-scaled Broyden (module docstring): `ssbfgs` with the Broyden parameter
     $\\vartheta_k$ and the scaling $\\tau_k$ chosen per step. Arguments as `ssbfgs`."""
     return _self_scaled(True, max_linesearch_steps, slope_rtol, curv_rtol, curvature_eps,

@@ -256,7 +256,8 @@ def train_to_dir(
     ``resume``: ``False``, ``True`` (must resume) or ``"auto"`` (resume if possible).
     ``callbacks`` (`pinnkit.train.callbacks`) go to `fit` after those of the config
     (``train.early_stopping``); their ``metrics`` join the final ``summary.json``'s.
-    ``fit_options`` (``accumulate``, ``remat``, ``donate``, ``stall_timeout``) go to
+    ``fit_options`` (``accumulate``, ``remat``, ``donate``, ``stall_timeout``,
+    ``max_chunk_s``) go to
     `fit`. Every process of a multi-process job calls this; process 0 writes the files.
     Errors are computed with the grid sharded over all devices (`evaluate_sharded`).
 
@@ -363,9 +364,13 @@ def _finish(run, res: FitResult, out: Path, before, old: Replaced, plots, callba
             and before.get("steps") == total and before.get("outcome") == "successful"):
         return before  # a finished run resumed: nothing new to report, summary.json kept
     want_plots = plots and res.result is not RESULTS.interrupted
+    history = _read_history(out) if is_main_process() else []
+    if res.result is RESULTS.interrupted and is_main_process():
+        # within the signal's grace period: the summary first (no errors yet), then the
+        # evaluation, which rewrites it, however long it takes
+        _write_text(out / "summary.json", jsonsafe.dumps(summarize(run, res, {}, history), indent=2) + "\n")
     errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
                                     run.dtype, grid=want_plots)
-    history = _read_history(out) if is_main_process() else []
     summary = summarize(run, res, errors, history)
     summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype, res.coeffs))
     if extra := extra_metrics(callbacks, res.network, res.coeffs):

@@ -53,6 +53,8 @@ from .records import (
 from .spec import Run
 from .step import (
     TrainState,
+    bounded,
+    chunk_args,
     init_extra,
     make_chunk,
     make_redraw,
@@ -197,6 +199,7 @@ def fit(
     remat: str = "none",
     donate: bool = False,
     stall_timeout: float = 0.0,
+    max_chunk_s: float | None = None,
 ) -> FitResult:
     """Trains ``run`` to its last step (or until it stops: `RESULTS`).
 
@@ -235,6 +238,13 @@ def fit(
       optimiser state less on device; a host copy is kept for the rollback).
     - `stall_timeout`: seconds a compiled chunk may take before the process exits with
       an error (a hung peer); 0 disables.
+    - `max_chunk_s`: wall seconds a chunk should take at most, so that a signal is
+      honoured within them (``pinnkit train``: a quarter of ``--grace-period``); None: no
+      limit. A phase whose chunks take a step limit (`pinnkit.train.step.bounded`: a
+      tolerance or a line search, whose steps can take seconds) runs its first chunk as
+      one step and every later one as the steps that fit by the last chunk's wall seconds
+      per step, on the same compiled program (the trajectory does not depend on it). A
+      first-order phase's chunk of ``train.chunk`` steps is not shortened.
 
     **Returns:** a `FitResult`; ``network``/``coeffs`` are the last good parameters.
     """
@@ -327,6 +337,8 @@ def fit(
             chunks: dict[int, Callable] = {}
             last = nan_loss(run.dtype)  # the previous step's loss, for a phase's tolerance
             met = False
+            per_step = None  # wall seconds per step of the phase's last chunk (max_chunk_s)
+            entered = step  # chunks of a bounded phase end on the grid of run.chunk steps from here
             # adaptive point sets redrawn between chunks: each chunk's program without them
             between, redraw = redraw_between_chunks(run, ph, step, run.chunk), None
             while step < ph.end:
@@ -334,6 +346,8 @@ def fit(
                     result = RESULTS.interrupted
                     break
                 n = min(run.chunk, ph.end - step)
+                if bounded(ph):  # back on the grid after a shortened chunk (no compilation)
+                    n = min(n, run.chunk - (step - entered) % run.chunk)
                 if between:  # after a chunk a budget shortened: end before the next redraw
                     n = min([n, *(d - step for d in redraw_steps(run, ph, step + 1)[:1])])
                 # the chunk's input: the redraw due at its first step made (before the budget
@@ -349,22 +363,29 @@ def fit(
                     if n == 0:  # spent, or not one more step fits
                         result = RESULTS.max_time
                         break
-                args = (last,) if ph.stops_early else ()
-                if n not in chunks:  # compiled ahead of time, so that rates exclude it
-                    fn = make_chunk(loss, ph, n, key, run=run, donate=donate, redraw=not between)
-                    chunks[n], took = compile_now(pi, f"phase {pi} ({ph.kind}), {n}-step chunk",
-                                                  fn, arrays, state, *args)
+                limit = n  # the steps to take: fewer where a chunk could outlast the grace period
+                if max_chunk_s is not None and bounded(ph):  # the same limit on every process
+                    fits = 1 if per_step is None else int(max_chunk_s // per_step)
+                    limit = int(broadcast_from_main(np.int64(min(n, max(1, fits)))))
+                # a bounded phase runs fewer steps on a longer program it has, at its limit
+                size = min([k for k in chunks if k >= n], default=n) if bounded(ph) else n
+                args = chunk_args(ph, run.dtype, size, last, limit)
+                if size not in chunks:  # compiled ahead of time, so that rates exclude it
+                    fn = make_chunk(loss, ph, size, key, run=run, donate=donate, redraw=not between)
+                    chunks[size], took = compile_now(pi, f"phase {pi} ({ph.kind}), {size}-step chunk",
+                                                     fn, arrays, state, *args)
                     first_compile_s = took if first_compile_s is None else first_compile_s
                 backup = to_host(state) if donate else None
-                watchdog.arm(f"steps {step}-{step + n}")
+                watchdog.arm(f"steps {step}-{step + limit}")
                 t0, c0 = time.perf_counter(), budget.now() if budget is not None else None
-                new_state, m = chunks[n](arrays, ready, *args)
+                new_state, m = chunks[size](arrays, ready, *args)
                 m = jax.device_get(m)
                 watchdog.disarm()
                 dt = time.perf_counter() - t0
+                taken = int(new_state.step) - step if bounded(ph) else n
                 if budget is not None:
-                    budget.ran(pi, n, c0)
-                taken = int(new_state.step) - step if ph.stops_early else n
+                    budget.ran(pi, taken, c0)
+                per_step = dt / max(taken, 1)
                 timed_steps, timed_s = timed_steps + taken, timed_s + dt
                 bad = monitor.first_bad(m["loss"][:taken])
                 if bad is not None:
@@ -379,7 +400,7 @@ def fit(
                 before, state, step = step, new_state, step + taken
                 if ph.stops_early:
                     last = np.asarray(m["loss"][taken - 1], run.dtype)
-                    met = taken < n
+                    met = taken < limit
                 if met and pi < len(run.phases) - 1:  # the next phase starts at its own step
                     step = ph.end
                     state = eqx.tree_at(lambda s: s.step, state, jnp.asarray(step, jnp.int32))

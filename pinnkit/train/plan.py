@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..parallel.mesh import replicate
 from .loss import make_loss
 from .spec import Run
-from .step import TrainState, init_extra, make_chunk, nan_loss, point_arrays, split_model, train_key
+from .step import TrainState, chunk_args, init_extra, make_chunk, point_arrays, split_model, train_key
 
 
 def per_device_batch(run: Run) -> dict[str, int]:
@@ -78,7 +78,7 @@ def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = F
                                  init_extra(run)), run.mesh)
     chunk = make_chunk(loss, ph, n, train_key(run), donate=donate, run=run)
     t0 = time.perf_counter()
-    compiled = chunk.lower(arrays, state, *([nan_loss(run.dtype)] if ph.stops_early else [])).compile()
+    compiled = chunk.lower(arrays, state, *chunk_args(ph, run.dtype, n)).compile()
     compile_s = time.perf_counter() - t0
     devs = run.mesh.devices.ravel()
     per_dev = per_device_batch(run)

@@ -12,8 +12,10 @@ A phase with a stopping tolerance (``tol``: relative loss change, ``grad_tol``: 
 norm) is checked *inside* the scan: from the first step that meets it, the remaining
 steps of the chunk leave the state unchanged (``lax.cond``), so the stop is exact to the
 step, and a second-order method is never asked to step from a converged point (where a
-line search divides by vanishing changes). Without a tolerance the step has no such
-branch.
+line search divides by vanishing changes). The same branch ends a chunk of a phase with
+a tolerance or a line search (`bounded`) at a step limit given at run time, so that the
+host loop runs shorter chunks on the same program. A first-order phase's step has no
+such branch.
 """
 
 from __future__ import annotations
@@ -219,10 +221,13 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
     ``donate`` the input state's buffers are reused for the output (the caller must not
     touch the input state afterwards).
 
-    A phase with a tolerance (``phase.stops_early``) makes ``chunk(arrays, state, last)``
-    with ``last`` the loss of the step before (NaN: none), and adds ``metrics["active"]``:
-    False for the steps after the tolerance was met, which left the state unchanged
-    (``state.step`` counts only the steps taken).
+    A phase with a tolerance or a line search (`bounded`) makes ``chunk(arrays, state,
+    last, limit)`` with ``last`` the loss of the step before (NaN: none) and ``limit`` the
+    most steps to take (``<= n_steps``; a traced integer, so that a shorter chunk runs on
+    the same program: the host loop shortens chunks that would outlast a signal's grace
+    period), and adds ``metrics["active"]``: False for the steps after the tolerance was
+    met or the limit reached, which left the state unchanged (``state.step`` counts only
+    the steps taken).
     """
     if phase.gauss_newton and loss.accumulate != 1:
         from ..errors import ConfigError
@@ -246,7 +251,7 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
         return TrainState(params, opt_state, state.step + 1, extra), metrics
 
     jit = eqx.filter_jit(donate="all-except-first" if donate else "none")
-    if not phase.stops_early:
+    if not bounded(phase):
         @jit
         def chunk(arrays, state: TrainState):
             return jax.lax.scan(lambda s, _: one_step(arrays, s), state, None, length=n_steps)
@@ -259,14 +264,15 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
     step_once = jax.jit(one_step)
 
     @jit
-    def stopping_chunk(arrays, state: TrainState, last):
+    def stopping_chunk(arrays, state: TrainState, last, limit):
         shapes = jax.eval_shape(step_once, arrays, state)[1]
         idle = jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype)
                                       if jnp.issubdtype(s.dtype, jnp.inexact)
                                       else jnp.zeros(s.shape, s.dtype), shapes)
 
-        def body(carry, _):
+        def body(carry, i):
             state, last, done = carry
+            done = done | (i >= limit)
 
             def take(state):
                 new, m = step_once(arrays, state)
@@ -277,7 +283,7 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
             return (new, jnp.where(done, last, m["loss"]), done | met), m
 
         init = (state, jnp.asarray(last, loss.dtype), jnp.zeros((), bool))
-        (state, _, _), m = jax.lax.scan(body, init, None, length=n_steps)
+        (state, _, _), m = jax.lax.scan(body, init, jnp.arange(n_steps, dtype=jnp.int32))
         return state, m
 
     return stopping_chunk
@@ -286,3 +292,19 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
 def nan_loss(dtype) -> np.ndarray:
     """``last`` for a phase's first chunk: no previous loss."""
     return np.asarray(np.nan, dtype)
+
+
+def bounded(phase: AbstractPhase) -> bool:
+    """Whether ``phase``'s chunks take ``(last, limit)`` (`make_chunk`): a phase with a
+    stopping tolerance, or with a line search (second-order steps, seconds each on a
+    large problem, where one chunk can outlast a signal's grace period)."""
+    return phase.stops_early or phase.line_search
+
+
+def chunk_args(phase: AbstractPhase, dtype, n_steps: int, last=None, limit: int | None = None) -> tuple:
+    """The arguments after ``(arrays, state)`` of ``phase``'s ``n_steps``-step chunk:
+    none, or ``(last, limit)`` for a `bounded` phase (defaults: no previous loss, the
+    whole chunk)."""
+    if not bounded(phase):
+        return ()
+    return (nan_loss(dtype) if last is None else last, np.int32(n_steps if limit is None else limit))

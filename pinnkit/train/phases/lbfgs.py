@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 
 import optax
 
+from ...optim.linesearch import zoom_linesearch
 from ._base import AbstractOptimizerPhase, StepResult, line_search_update, positive_or_null, with_grad_norm
 from .optax import clipped
 
@@ -54,7 +55,8 @@ class LbfgsPhase(AbstractOptimizerPhase):
     @classmethod
     def from_config(cls, cfg, start, steps, coeff_lrs):
         del coeff_lrs  # one joint quasi-Newton model: a single optimiser
-        ls = optax.scale_by_zoom_linesearch(max_linesearch_steps=cfg.max_linesearch_steps)
+        # optax's zoom line search, the loss traced once in it (`pinnkit.optim.linesearch`)
+        ls = zoom_linesearch(cfg.max_linesearch_steps)
         opt = clipped(optax.lbfgs(memory_size=cfg.memory, linesearch=ls), cfg.clip_norm)
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol)
 

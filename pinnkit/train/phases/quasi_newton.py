@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import jax
+import optax
 
 from ...optim import ssbfgs, ssbroyden
-from ._base import AbstractOptimizerPhase, StepResult, line_search_update, positive_or_null, with_grad_norm
+from ._base import AbstractOptimizerPhase, StepResult, positive_or_null, with_grad_norm
 
 _warned_x64 = False
 
@@ -102,8 +103,10 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol)
 
     def step(self, loss, params, state, key, arrays, ctx):
-        params, state, total, aux, grads = line_search_update(self.optimizer, loss, params, state,
-                                                              key, arrays, ctx)
+        # the loss at params is the line search loop's first evaluation: one loss in the program
+        updates, state, total, aux, grads = self.optimizer.search_step(
+            state, params, lambda p: loss.value_and_grad(p, key, arrays, ctx))
+        params = optax.apply_updates(params, updates)
         metrics = {"loss": total, **aux, "step_size": state.step_size,
                    "curvature": state.curvature, "scaling": state.tau}
         return StepResult(params, state, with_grad_norm(self, metrics, grads))
