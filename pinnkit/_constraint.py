@@ -48,8 +48,14 @@ class AbstractFieldConstraint(AbstractHardConstraint):
     value at the point: a velocity that is the curl of a constrained stream function
     (`pinnkit.geometry.stream.StreamVelocity`) differentiates the raw output. The network
     calls `of_field` with its raw field; `__call__` is the same with the raw output held
-    constant (its derivatives zero), for callers that have only a value. The derivative
-    engine differentiates such a network by its generic rule."""
+    constant (its derivatives zero), for callers that have only a value.
+
+    The derivative engine differentiates such a network by the Taylor rule registered for
+    the constraint's type, if any, else by its generic rule. A field constraint's rule is
+    called as ``rule(constraint, x_jet, raw_jet, plan=, keep=)``: ``x_jet`` the jet of the
+    coordinates (first-order rows the unit vectors of ``plan.dirs``, no higher rows) and
+    ``raw_jet(field_plan)`` the jet of the raw field at the same point for any plan the
+    rule needs (`pinnkit.geometry.stream`'s asks for one order more than ``plan``)."""
 
     @abc.abstractmethod
     def of_field(self, x: Point, raw) -> Float[Array, " m"]:

@@ -4,8 +4,8 @@ minutes because the generic rule differentiated the R-function distance function
 the network's rows too, in three traces).
 
 - `of_point` equals the generic rule (float64, rtol 1e-12: both exact, summing the same
-  terms) for first-order, Laplacian and mixed second-order rows, along coordinate axes
-  and along free directions (the stochastic estimators' jets), on the 3-D ball-hole ADF;
+  terms) for first-order, Laplacian and mixed second- and third-order rows, along
+  coordinate axes and along free directions (the stochastic estimators' jets), on the 3-D ball-hole ADF;
 - through the rule, a network with the DFG channel's no-slip constraint (three pieces,
   two outputs sharing them) has the derivatives of nested autodiff (rtol 1e-10), at
   interior points and next to the cylinder;
@@ -48,9 +48,14 @@ REQUESTS = [Request("partial", 0, (0,)), Request("partial", 0, (2,)), Request("l
             Request("partial", 0, (0, 1)), Request("partial", 0, (1, 2))]
 
 
+# third-order rows (a stream function's, `pinnkit.geometry.stream`): the nested-jvp tensors
+THIRD = [*REQUESTS, Request("partial", 0, (0, 0, 1)), Request("partial", 0, (1, 2, 2))]
+
+
+@pytest.mark.parametrize("requests", [REQUESTS, THIRD], ids=["second", "third"])
 @pytest.mark.parametrize("free", [False, True])
-def test_of_point_equals_the_generic_rule(free, f64):
-    plan = jets.make_plan(REQUESTS)
+def test_of_point_equals_the_generic_rule(free, requests, f64):
+    plan = jets.make_plan(requests)
     if free:
         plan = plan._replace(free=True)
     x = jnp.asarray([0.55, -0.3, 0.7])

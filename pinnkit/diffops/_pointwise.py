@@ -38,15 +38,20 @@ def of_point(fn: Callable[[Array], Array], x_jet: Jet, plan: Plan) -> Jet:
     With $v_i$ the input's first-order rows (``x_jet.first``, $(p, d)$: unit vectors, or
     free directions): first-order rows $Df[v_i]$; a Laplacian row over $S$,
     $\\sum_{a \\in S} D^2 f[v_a, v_a]$; a mixed partial $\\partial_{ab}$, $D^2 f[v_a, v_b]$;
-    all from one trace. The input must have no higher rows (the coordinates' jet,
-    `pinnkit.diffops._algebra.input_jet`, has none); otherwise, and for plans of order > 2
-    (bi-Laplacians, third and fourth partials), this is the generic rule.
+    all from one trace. A plan of order $k > 2$ with mixed partials and Laplacians only
+    (the third derivatives of a stream function) gets every $D^j f[v_{i_1}, \\dots,
+    v_{i_j}]$, $j \\le k$, from $k$ nested `jax.jvp`s, each vmapped over the directions
+    (`_derivative_tensors`). The input must have no higher rows (the coordinates' jet,
+    `pinnkit.diffops._algebra.input_jet`, has none); otherwise, and for the collapsed rows of
+    a bi-Laplacian, this is the generic rule.
     """
     x, dirs = x_jet.value, x_jet.first
     if dirs is None:
         return Jet(fn(x), None, {})
-    if x_jet.rest or plan.order > 2 or any(k.kind in _COLLAPSED for k in plan.rest):
+    if x_jet.rest or any(k.kind in _COLLAPSED for k in plan.rest):
         return generic(fn, (x_jet,), plan)
+    if plan.order > 2:
+        return _of_tensors(fn, x, dirs, plan)
 
     def with_first(z):  # (f(z), Df(z)[v_i] for every i); the value is not batched
         return jax.vmap(lambda v: jax.jvp(fn, (z,), (v,)), out_axes=(None, 0))(dirs)
@@ -71,3 +76,42 @@ def of_point(fn: Callable[[Array], Array], x_jet: Jet, plan: Plan) -> Jet:
         else:  # a mixed partial of order 2 (the plan's order bounds it)
             rest[key] = d2(*axes)
     return Jet(value, first, rest)
+
+
+def _derivative_tensors(fn: Callable[[Array], Array], x: Array, dirs: Array, k: int) -> tuple[Array, ...]:
+    """$(f(x), T_1, \\dots, T_k)$, $T_j[i_1, \\dots, i_j] = D^j f(x)[v_{i_1}, \\dots,
+    v_{i_j}]$ ($v_i$ the rows of ``dirs``): one `jax.jvp` per order, vmapped over the
+    directions, each around the previous; the lower orders' tangents are discarded
+    (dead code the compiler removes), so order $j$ is traced once."""
+
+    def deeper(g):
+        def h(z):
+            prim, tang = jax.vmap(lambda v: jax.jvp(g, (z,), (v,)), out_axes=(None, 0))(dirs)
+            return (*prim, tang[-1])
+
+        return h
+
+    g = lambda z: (fn(z),)  # noqa: E731
+    for _ in range(k):
+        g = deeper(g)
+    return g(x)
+
+
+def _of_tensors(fn: Callable[[Array], Array], x: Array, dirs: Array, plan: Plan) -> Jet:
+    """`of_point` for plans of order > 2 whose rows are partials and Laplacians."""
+    tensors = _derivative_tensors(fn, x, dirs, plan.order)
+
+    def entry(axes) -> Array:
+        t = tensors[len(axes)]
+        for a in axes:
+            t = t[plan.dirs.index(a)]
+        return t
+
+    rest = {}
+    for key in plan.rest:
+        kind, axes = key
+        if kind is RowKind.LAPLACIAN:
+            rest[key] = jnp.sum(jnp.stack([entry((a, a)) for a in axes]), 0)
+        else:
+            rest[key] = entry(axes)
+    return Jet(tensors[0], tensors[1], rest)

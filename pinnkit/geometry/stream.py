@@ -36,6 +36,16 @@ function): squared, so that every other part's weight has a zero normal derivati
 part $j$ and $\partial_n G = q_j$ there (with $\phi_j^{-1}$ weights the blend adds
 $\sum_k G_k\,\partial_n w_k \ne 0$).
 
+**Derivatives.** The Taylor engine differentiates a network with this constraint by the
+closed-form rule below (`_stream_velocity_jet`): a row $\partial_\alpha$ of the velocity
+is the row $\partial_{\alpha y}$ (or $-\partial_{\alpha x}$) of $\psi$, so $\psi$'s jet is
+built one order higher than the request, from the network's raw jet (its layers' own
+rules) and the jets of $G_0$, $(D/s)^2$ and the chains' blend weights $W_c$
+(`lifting_terms`, functions of the point alone: `jets.of_point`), by Leibniz's rule. The
+chains' constants enter as $G = G_0 + \sum_c \ell_c W_c$, outside the differentiated
+function, so the training's reverse pass does not go back through the lifting's
+derivatives.
+
 Limits (refused with a clear message): a given velocity on a curved part must be zero
 (no-slip on a disk); 2-D shapes only.
 """
@@ -52,9 +62,10 @@ from jaxtyping import Array, Float
 
 from .._constraint import AbstractFieldConstraint
 from .._types import Point
+from ..diffops import Request, jets
 from . import batched
 from .base import AbstractShape
-from .distance import _blend_weights, part_adf, r_equiv, side_point
+from .distance import part_adf, side_point
 
 GAUSS = 16  # Gauss-Legendre nodes per side for the stream function along it
 _NODES = 0.5 * (np.polynomial.legendre.leggauss(GAUSS)[0] + 1)  # on [0, 1]
@@ -96,18 +107,22 @@ class StreamVelocity(AbstractFieldConstraint):
     scale: float = eqx.field(static=True)
     levels: Float[Array, " c"]  # the constants of the chains after the first (trainable)
 
-    def _chain_level(self, chain: int, dtype):
-        return jnp.zeros((), dtype) if chain == 0 else self.levels[chain - 1].astype(dtype)
-
     def lifting(self, x: Point) -> tuple[Float[Array, ""], Float[Array, ""]]:
         """$(G(x), D(x)/s)$."""
+        g0, d, w = self.lifting_terms(x)
+        return g0 + jnp.dot(w, self.levels.astype(x.dtype)), d
+
+    def lifting_terms(self, x: Point) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, " c"]]:
+        r"""$(G_0(x), D(x)/s, W(x))$ with $G = G_0 + \sum_c \ell_c W_c$: $W_c$ the blend
+        weight of chain $c + 1$'s parts, $\ell_c$ its constant (``levels``); functions of the
+        point alone, so a derivative rule differentiates them without the trainable
+        constants."""
         cutters = {}
         phis, values = [], []
         for p in self.given:
             phis.append(part_adf(self.domain.piece_parts(p.piece)[p.index], x, cutters))
-            level = self._chain_level(p.chain, x.dtype) + p.start
             if p.b is None or p.data is None:
-                values.append(level)
+                values.append(jnp.asarray(p.start, x.dtype))
                 continue
             a, b = jnp.asarray(p.a, x.dtype), jnp.asarray(p.b, x.dtype)
             e = b - a
@@ -116,10 +131,22 @@ class StreamVelocity(AbstractFieldConstraint):
             n = jnp.asarray(p.normal, x.dtype)
             g = jnp.atleast_1d(p.data(q_point))
             tangential = -g[1] * n[0] + g[0] * n[1]
-            values.append(level + _flux_along(a, b, p.data, s) + jnp.dot(x - a, n) * tangential)
-        w = _blend_weights([ph * ph for ph in phis])
-        lift = values[0] if w is None else sum(wi * vi for wi, vi in zip(w, values, strict=True))
-        return lift, r_equiv(phis) / self.scale
+            values.append(p.start + _flux_along(a, b, p.data, s) + jnp.dot(x - a, n) * tangential)
+        # weights phi_j^-2 / sum_k phi_k^-2 written as rho_j^2 / sum_k rho_k^2, rho_j = D / phi_j
+        # in (0, 1] (D the R-equivalence): no product over the other parts, no overflow
+        phi = jnp.stack(phis)
+        ok = jnp.min(phi) > 0
+        inv = 1.0 / jnp.where(ok, phi, 1.0)
+        d = 1.0 / jnp.sum(inv)
+        q = jnp.square(inv * d)
+        # on a given part (a corner: several): the mean of those parts' data, D = 0
+        on = (phi == 0).astype(x.dtype)
+        w = jnp.where(ok, q / jnp.sum(q), on / jnp.maximum(jnp.sum(on), 1.0))
+        chain = np.asarray([p.chain for p in self.given])
+        levels = range(1, self.levels.shape[0] + 1)
+        w_chains = (jnp.stack([jnp.sum(w[np.flatnonzero(chain == c)]) for c in levels]) if levels
+                    else jnp.zeros((0,), x.dtype))
+        return jnp.dot(w, jnp.stack(values)), jnp.where(ok, d, 0.0) / self.scale, w_chains
 
     def stream(self, x: Point, raw: Callable[[Point], Float[Array, " m"]]) -> Float[Array, ""]:
         """$\\psi(x) = G + (D/s)^2 N_\\psi$."""
@@ -133,6 +160,57 @@ class StreamVelocity(AbstractFieldConstraint):
         value, (dx, dy) = jax.vmap(lambda v: jax.jvp(psi_and_rest, (x,), (v,)), out_axes=(None, 0))(
             jnp.eye(2, dtype=x.dtype))
         return jnp.concatenate([jnp.stack([dy[0], -dx[0]]), value[1:]])
+
+
+def _row_terms(key: jets.Row) -> tuple[tuple[int, ...], ...]:
+    """A row of a plan as the sum of the partials (multi-indices) it stands for."""
+    kind, axes = key
+    if kind is jets.RowKind.PARTIAL:
+        return (axes,)
+    if kind is jets.RowKind.LAPLACIAN:
+        return tuple((a, a) for a in axes)
+    if kind is jets.RowKind.GRAD_LAPLACIAN:  # axes = (c, *S)
+        return tuple(tuple(sorted((axes[0], a, a))) for a in axes[1:])
+    return tuple(tuple(sorted((a, a, b, b))) for a in axes for b in axes)  # bi-Laplacian
+
+
+def _component(jet: jets.Jet, i: int) -> jets.Jet:
+    return jets.Jet(jet.value[i], None if jet.first is None else jet.first[:, i],
+                    {k: r[i] for k, r in jet.rest.items()})
+
+
+@jets.taylor_rule(StreamVelocity)
+def _stream_velocity_jet(sv: StreamVelocity, x_jet: jets.Jet, raw_jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    r"""Every row $\partial_\alpha$ of $\mathbf u = (\psi_y, -\psi_x)$ is a row
+    $\partial_{\alpha + y}$, $-\partial_{\alpha + x}$ of $\psi$ (a Laplacian the sum of
+    its partials): $\psi$'s jet one order higher than ``plan``, from the raw field's jet
+    (its layers' own rules) and the jets of $G$ and $(D/s)^2$ (functions of the point
+    alone, `jets.of_point`), by Leibniz's rule; the other outputs are the raw field's."""
+    terms = {(): ((),), **{(a,): ((a,),) for a in plan.dirs}, **{k: _row_terms(k) for k in plan.rest}}
+    wanted = {t for ts in terms.values() for t in ts}
+    psi_plan = jets.make_plan([Request("partial", 0, tuple(sorted((*t, c)))) for t in wanted for c in (0, 1)])
+    raw = raw_jet(psi_plan)
+
+    def lift(z):  # G_0, (D/s)^2, W_c (the trainable constants enter below, not differentiated)
+        g0, d, w = sv.lifting_terms(z)
+        return jnp.concatenate([jnp.stack([g0, d * d]), w])
+
+    gd = jets.of_point(lift, jets.input_jet(x_jet.value, psi_plan), psi_plan)
+    g = _component(gd, 0)
+    for c, level in enumerate(sv.levels.astype(x_jet.value.dtype)):
+        g = jets.add(g, jets.scale(_component(gd, 2 + c), level))
+    psi = jets.add(g, jets.product(_component(gd, 1), _component(raw, 0), psi_plan))
+
+    def read(jet: jets.Jet, t: tuple[int, ...]) -> Array:
+        return jet.value if not t else jet.row_or_zero(jets.partial_row(*t), psi_plan.dirs)
+
+    def out(ts) -> Array:  # (u, v, the raw field's other outputs) summed over the partials ts
+        rows = [jnp.concatenate([jnp.stack([read(psi, (*t, 1)), -read(psi, (*t, 0))]), read(raw, t)[2:]])
+                for t in ts]
+        return sum(rows[1:], rows[0])
+
+    first = jnp.stack([out(terms[(a,)]) for a in plan.dirs]) if plan.dirs else None
+    return jets.Jet(out(terms[()]), first, {k: out(terms[k]) for k in plan.rest})
 
 
 def _ends(part) -> tuple[np.ndarray, np.ndarray]:

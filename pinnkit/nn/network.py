@@ -117,6 +117,9 @@ class Network(eqx.Module):
 @jets.taylor_rule(Network)
 def _network_jet(net: Network, x_jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
     if isinstance(net.transform, AbstractFieldConstraint):  # differentiates the raw field itself
+        if net.parity is None and not plan.free and not x_jet.rest and jets.has_rule(net.transform):
+            return jets.propagate(net.transform, x_jet, functools.partial(_raw_jet, net, x_jet.value),
+                                  plan=plan, keep=keep)
         return jets.generic(lambda z: jnp.atleast_1d(net(z)), (x_jet,), plan)
     if net.parity is None:
         return _chain(net, x_jet, plan, keep)
@@ -135,6 +138,15 @@ def _network_jet(net: Network, x_jet: jets.Jet, *, plan: jets.Plan, keep) -> jet
         jet = _chain(net, jets.Jet(net.parity.reflect(x, sub), first, {}), plan, keep)
         copies.append(jets.scale(jet, sign / len(net.parity.elements())))
     return functools.reduce(jets.add, copies)
+
+
+def _raw_jet(net: Network, x: Point, plan: jets.Plan) -> jets.Jet:
+    """The jet of the raw field (embedding → core) at ``x`` for ``plan`` (the coordinates'
+    own directions): what a field constraint's rule asks for, at the orders it needs."""
+    jet = jets.input_jet(x, plan)
+    for emb in net.embedding:
+        jet = jets.propagate(emb, jet, plan=plan)
+    return jets.propagate(net.core, jet, plan=plan)
 
 
 def _chain(net: Network, x_jet: jets.Jet, plan: jets.Plan, keep) -> jets.Jet:
