@@ -25,6 +25,7 @@ problem:
     nu: 0.05
     sections: [[[-1.5, 0, 0], [1, 0, 0]], [[1.5, 3.5, 0], [0, 1, 0]]]   # [center, normal]
     far: [0, 1]          # the sections whose profile is compared with Poiseuille's
+    flux_sections: [[[-0.75, 0, 0], [1, 0, 0]]]   # a term "flux": Q through these (SectionFlux)
 ```
 """
 
