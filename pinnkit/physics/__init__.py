@@ -14,4 +14,5 @@ from .terms import Initial as Initial
 from .terms import Neumann as Neumann
 from .terms import Observation as Observation
 from .terms import PointEquation as PointEquation
+from .sections import SectionFlux as SectionFlux
 from .terms import Robin as Robin

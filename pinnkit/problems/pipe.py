@@ -25,6 +25,7 @@ problem:
     nu: 0.05
     sections: [[[-1.5, 0, 0], [1, 0, 0]], [[1.5, 3.5, 0], [0, 1, 0]]]   # [center, normal]
     far: [0, 1]          # the sections whose profile is compared with Poiseuille's
+    flux_sections: [[[-0.75, 0, 0], [1, 0, 0]]]   # a term "flux": Q through these (SectionFlux)
 ```
 """
 
@@ -42,6 +43,7 @@ from ..errors import did_you_mean as _suggest
 from ..geometry.mesh import described
 from ..physics.flow import continuity_residual, momentum_residual, velocity_terms
 from ..physics.problem import Problem
+from ..physics.sections import SectionFlux
 from ..physics.terms import Equation
 from .dfg import annulus_rule
 from .expression import read_constant, read_domain
@@ -161,6 +163,22 @@ def _positive(v, key: str) -> float:
     return out
 
 
+def _sections(sections, key: str) -> list:
+    """``[(center, unit normal)]`` from ``[[center], [normal]]`` rows of ``problem.params.<key>``."""
+    if not isinstance(sections, list | tuple):
+        raise ConfigError(f"{KEY}.{key}: expected a list of [center, normal], got {sections!r}.")
+    out = []
+    for i, sec in enumerate(sections):
+        if not (isinstance(sec, list | tuple) and len(sec) == 2):
+            raise ConfigError(f"{KEY}.{key}.{i}: expected [[x, y, z], [nx, ny, nz]] (a centre and "
+                              f"the pipe's direction there), got {sec!r}.")
+        c, n = _point(sec[0], f"{KEY}.{key}.{i}.0"), _point(sec[1], f"{KEY}.{key}.{i}.1")
+        if not np.linalg.norm(n) > 0:
+            raise ConfigError(f"{KEY}.{key}.{i}.1: the normal must not be zero.")
+        out.append((c, n / np.linalg.norm(n)))
+    return out
+
+
 def pipe_metrics(predict, Q: float, sections, far, radius: float) -> dict:
     """``flux`` through each section and its relative deviation from $Q$ (``flux_error``,
     the largest; ``flux_spread``: (max - min)/Q), ``poiseuille_error`` of each section in
@@ -186,6 +204,7 @@ def pipe_flow(
     inlet_center: Sequence[float] | None = None,
     inlet_normal: Sequence[float] | None = None,
     radius: float | None = None,
+    flux_sections: Sequence = (),
 ) -> Problem:
     r"""Steady flow through a pipe (module docstring): fields ``u, v, w, p``, terms
     ``momentum`` (3 rows), ``continuity``, the inflow (Poiseuille's profile of flux ``Q``,
@@ -205,6 +224,11 @@ def pipe_flow(
     - `inlet_center`, `inlet_normal` (the inflow's direction), `radius`: the inflow
       profile's axis and radius; by default read from a mesh's inlet cap
       (`cap_geometry`: area-weighted centroid, inward normal, circumradius).
+    - `flux_sections`: cross-sections ``[[center], [normal]]`` (radius ``radius``) on which
+      a term ``flux`` (`pinnkit.physics.SectionFlux`) asks for the flux $Q$ along the
+      normal: mass conservation as an integral, which the wall's soft no-slip alone lets
+      leak (docs/navier_stokes.md "Flux through sections"). Put them between the checked
+      `sections`, not on them, so that the check is not what was fitted.
 
     Boundary data enter as loss terms (a mesh's smooth distance is too rough for hard
     no-slip, docs/benchmarks.md "Mesh queries").
@@ -242,17 +266,7 @@ def pipe_flow(
         raise ConfigError(f"{KEY}.inlet_normal: expected a non-zero direction, got {inlet_normal!r}.")
     direction = direction / np.linalg.norm(direction)
     R = _positive(radius, f"{KEY}.radius") if radius is not None else r0
-    secs = []
-    if not isinstance(sections, list | tuple):
-        raise ConfigError(f"{KEY}.sections: expected a list of [center, normal], got {sections!r}.")
-    for i, sec in enumerate(sections):
-        if not (isinstance(sec, list | tuple) and len(sec) == 2):
-            raise ConfigError(f"{KEY}.sections.{i}: expected [[x, y, z], [nx, ny, nz]] (a centre and "
-                              f"the pipe's direction there), got {sec!r}.")
-        c, n = _point(sec[0], f"{KEY}.sections.{i}.0"), _point(sec[1], f"{KEY}.sections.{i}.1")
-        if not np.linalg.norm(n) > 0:
-            raise ConfigError(f"{KEY}.sections.{i}.1: the normal must not be zero.")
-        secs.append((c, n / np.linalg.norm(n)))
+    secs = _sections(sections, "sections")
     far = list(far) if isinstance(far, list | tuple) else far
     if not isinstance(far, list) or not all(isinstance(k, int) and not isinstance(k, bool)
                                            and 0 <= k < len(secs) for k in far):
@@ -266,6 +280,9 @@ def pipe_flow(
                           **{w: None for w in walls}}, VELOCITY),
         outlet: Equation(do_nothing(outlet, dom.normal), where=outlet),
     }
+    trained = _sections(flux_sections, "flux_sections")
+    if trained:
+        terms["flux"] = SectionFlux(np.asarray([[*c, *n, R, Q] for c, n in trained]))
     kind = "Navier-Stokes" if convection else "Stokes"
     return Problem(
         dom, (*VELOCITY, "p"), terms, coeffs={"nu": nu},
