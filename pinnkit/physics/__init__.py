@@ -6,6 +6,7 @@ from .constraints import AbstractTimeRestart as AbstractTimeRestart
 from .constraints import HardDirichlet as HardDirichlet
 from .constraints import InitialValue as InitialValue
 from .problem import Problem as Problem
+from .sections import SectionFlux as SectionFlux
 from .terms import AbstractTerm as AbstractTerm
 from .terms import CircleFlux as CircleFlux
 from .terms import Dirichlet as Dirichlet
@@ -14,5 +15,4 @@ from .terms import Initial as Initial
 from .terms import Neumann as Neumann
 from .terms import Observation as Observation
 from .terms import PointEquation as PointEquation
-from .sections import SectionFlux as SectionFlux
 from .terms import Robin as Robin

@@ -5,7 +5,7 @@ profile from Poiseuille's.
 A cross-section is the disk of radius $R$ about ``center`` perpendicular to the unit
 ``normal`` (the centre line's direction there). Its rule (`disk_rule`) is Gauss–Legendre in
 the radius (the area element $r\,dr$ included) times the trapezoidal rule in the angle,
-as `pinnkit.problems.dfg.annulus_rule` with inner radius 0: exact for the flux of a
+`pinnkit.physics.sections.unit_disk_rule` scaled by $R$ (the training term's): exact for the flux of a
 profile polynomial in $r$ of degree $2n_r - 2$ and for any angular mode below
 $n_\theta$. For incompressible flow with no-slip walls every section carries the inflow's
 flux $Q$; far from a bend a steady Stokes or low-Re flow is Poiseuille's,
@@ -43,9 +43,8 @@ from ..errors import did_you_mean as _suggest
 from ..geometry.mesh import described
 from ..physics.flow import continuity_residual, momentum_residual, velocity_terms
 from ..physics.problem import Problem
-from ..physics.sections import SectionFlux
+from ..physics.sections import SectionFlux, section_frame, unit_disk_rule
 from ..physics.terms import Equation
-from .dfg import annulus_rule
 from .expression import read_constant, read_domain
 
 KEY = "problem.params"
@@ -62,12 +61,10 @@ def disk_rule(center, normal, radius: float, n_r: int = 16, n_theta: int = 64):
                          f"center={center!r}, normal={normal!r}")
     if not (np.isfinite(radius) and radius > 0):
         raise ValueError(f"a pipe section's radius must be > 0: actual={radius!r}")
-    n = n / np.linalg.norm(n)
-    e1 = np.cross(n, np.eye(3)[np.argmin(np.abs(n))])  # any unit vector perpendicular to n
-    e1 /= np.linalg.norm(e1)
-    e2 = np.cross(n, e1)
-    pts2, w, r = annulus_rule((0.0, 0.0), 0.0, radius, n_r, n_theta)
-    return c[None] + pts2[:, :1] * e1[None] + pts2[:, 1:] * e2[None], w, r
+    _, e1, e2 = section_frame(n)
+    nodes, w = unit_disk_rule(n_r, n_theta)  # the training term's rule, scaled by the radius
+    pts = c[None] + radius * (nodes[:, :1] * e1[None] + nodes[:, 1:] * e2[None])
+    return pts, radius**2 * w, radius * np.hypot(nodes[:, 0], nodes[:, 1])
 
 
 def section_flux(predict, center, normal, radius: float, n_r: int = 16, n_theta: int = 64) -> float:
