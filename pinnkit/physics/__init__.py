@@ -7,6 +7,7 @@ from .constraints import HardDirichlet as HardDirichlet
 from .constraints import InitialValue as InitialValue
 from .problem import Problem as Problem
 from .sections import SectionFlux as SectionFlux
+from .terms import AbstractRowTerm as AbstractRowTerm
 from .terms import AbstractTerm as AbstractTerm
 from .terms import CircleFlux as CircleFlux
 from .terms import Dirichlet as Dirichlet

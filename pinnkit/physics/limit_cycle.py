@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -40,13 +39,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .terms import AbstractTerm
+from .terms import AbstractRowTerm
 
 EPS = 1e-3
 r"""$\epsilon / a$: the smoothing of the standard deviation at zero oscillation."""
 
 
-class OscillationFloor(AbstractTerm):
+class OscillationFloor(AbstractRowTerm):
     r"""The oscillation floor (module docstring) at fixed points of a region.
 
     **Arguments:**
@@ -66,7 +65,6 @@ class OscillationFloor(AbstractTerm):
     phases: int = eqx.field(static=True, default=8)
     phase_axis: int = eqx.field(static=True, default=0)
     where: str = eqx.field(static=True, default="data")
-    pointwise: ClassVar[bool] = False
 
     def __check_init__(self):
         p = self.points
@@ -80,9 +78,6 @@ class OscillationFloor(AbstractTerm):
     def rows(self) -> np.ndarray:
         """The term's batch: the points with their phase offsets, ``(n, d + 1)``."""
         return self.points
-
-    def residual(self, f, coeffs, data):
-        raise TypeError("OscillationFloor is not pointwise: Problem evaluates it with network_residual")
 
     def network_residual(self, net: Callable, layout, row: Array, coeffs) -> Float[Array, " k"]:
         """The shortfall of each field's phase standard deviation at ``row`` (module docstring)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -27,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .terms import AbstractTerm
+from .terms import AbstractRowTerm
 
 
 def unit_disk_rule(n_r: int = 8, n_theta: int = 32):
@@ -54,7 +53,7 @@ def section_frame(normal) -> np.ndarray:
     return np.stack([n, e1, np.cross(n, e1)])
 
 
-class SectionFlux(AbstractTerm):
+class SectionFlux(AbstractRowTerm):
     r"""The flux through each cross-section of `sections` against its target:
 
     $$r = \frac{1}{\pi R^2}\Big(\int_{|\mathbf x - \mathbf c| < R,\ (\mathbf x - \mathbf c)
@@ -78,7 +77,6 @@ class SectionFlux(AbstractTerm):
     n_r: int = eqx.field(static=True, default=8)
     n_theta: int = eqx.field(static=True, default=32)
     where: str = eqx.field(static=True, default="data")
-    pointwise: ClassVar[bool] = False
 
     def __check_init__(self):
         s = self.sections
@@ -96,9 +94,6 @@ class SectionFlux(AbstractTerm):
         s = np.asarray(self.sections, np.float64)
         frames = np.stack([section_frame(n).ravel() for n in s[:, 3:6]])
         return np.concatenate([s[:, :3], frames, s[:, 6:8]], axis=1)
-
-    def residual(self, f, coeffs, data):
-        raise TypeError("SectionFlux is not pointwise: Problem evaluates it with network_residual")
 
     def network_residual(self, net: Callable, layout, row: Array, coeffs) -> Float[Array, "1"]:
         """The mean normal velocity's deviation over the disk of ``row`` (class docstring), ``(1,)``."""

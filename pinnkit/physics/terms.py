@@ -40,9 +40,8 @@ def _target_values(target: Target, x: Point, k: int) -> Float[Array, " k"]:
 class AbstractTerm(eqx.Module):
     """One loss component. ``residual(f, coeffs, data)`` is pointwise. ``where``: the
     domain piece (or ``"data"``); ``fields``: the outputs it constrains by name (empty
-    for an equation, which may involve any). A term that is not pointwise (``pointwise
-    = False``, `CircleFlux`) has its own rows and evaluates the network itself,
-    ``network_residual(net, layout, row, coeffs)``."""
+    for an equation, which may involve any). A term that is not pointwise
+    (`AbstractRowTerm`) has its own rows and evaluates the network itself."""
 
     where: AbstractVar[str]
     fields: AbstractVar[tuple[str, ...]]
@@ -229,7 +228,27 @@ class Observation(AbstractTerm):
         return r * data[k] if self.weights is not None else r
 
 
-class CircleFlux(AbstractTerm):
+class AbstractRowTerm(AbstractTerm):
+    """A term that is not pointwise: its batch is its own rows (``rows()``, used in full
+    every step, sharded; ``where = "data"``), each evaluated by ``network_residual(net,
+    layout, row, coeffs)`` from the network's values at nodes of its own (`CircleFlux`,
+    `pinnkit.physics.sections.SectionFlux`, `pinnkit.physics.limit_cycle.OscillationFloor`)."""
+
+    pointwise: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def rows(self) -> np.ndarray:
+        """The term's batch, ``(n, k)``."""
+
+    @abc.abstractmethod
+    def network_residual(self, net: Callable, layout, row: Array, coeffs) -> Residual:
+        """The residual vector of one row."""
+
+    def residual(self, f, coeffs, data):
+        raise TypeError(f"{type(self).__name__} is not pointwise: Problem evaluates it with network_residual")
+
+
+class CircleFlux(AbstractRowTerm):
     r"""The continuity equation averaged over disks inside the domain: for each circle
     $(\mathbf c, r)$ of `circles`,
 
@@ -256,7 +275,6 @@ class CircleFlux(AbstractTerm):
     fields: tuple[str, ...] = eqx.field(static=True, default=("u", "v"))
     nodes: int = eqx.field(static=True, default=16)
     where: str = eqx.field(static=True, default="data")
-    pointwise: ClassVar[bool] = False
 
     def __check_init__(self):
         c = self.circles
@@ -271,9 +289,6 @@ class CircleFlux(AbstractTerm):
     def rows(self) -> np.ndarray:
         """The term's batch: the circles, ``(n, 4)``."""
         return self.circles
-
-    def residual(self, f, coeffs, data):
-        raise TypeError("CircleFlux is not pointwise: Problem evaluates it with network_residual")
 
     def network_residual(self, net: Callable, layout, row: Array, coeffs) -> Float[Array, "1"]:
         """The mean divergence over the disk of ``row`` (class docstring), shape ``(1,)``."""
