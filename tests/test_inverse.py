@@ -101,6 +101,42 @@ def test_coefficient_recovery_tiny_ebm(trained):
     trained.check("|D/D_true - 1|", abs(D / 0.55 - 1), "<", 0.03)
 
 
+def _frozen_cfg(freeze, own_lr: bool, second: bool = True):
+    coeff = {"transform": "positive", **({"lr": 0.02} if own_lr else {})}
+    phases = [{"kind": "adam", "lr": 0.01, "steps": 20, "freeze": freeze}]
+    return from_dict({
+        "problem": {"name": "ebm_inverse", "params": {"D_true": 0.55, "D_init": 0.3, "n_obs": 16},
+                    "coeffs": {"D": coeff}},
+        "network": {"width": 8, "depth": 1},
+        "sampler": {"method": "sobol", "batch": {"energy": 32}},
+        "optim": {"phases": phases + [{"kind": "adam", "lr": 0.01}] * second},
+        "train": {"steps": 40 if second else 20, "chunk": 10, "log_every": 10},
+    })
+
+
+@pytest.mark.parametrize("own_lr", [True, False])
+def test_a_phase_freezes_a_coefficient_and_the_next_trains_it(own_lr):
+    """``optim.phases.N.freeze``: the coefficient keeps its start value (0.3, to the
+    positive transform's round trip) through the frozen phase, with or without its own
+    learning rate, while the network trains; the next phase moves it."""
+    run = build_run(_frozen_cfg(["D"], own_lr, second=False))
+    held = fit(run, progress=False)
+    assert float(held.coeffs["D"]) == pytest.approx(0.3, rel=1e-6)
+    before = jax.tree_util.tree_leaves(eqx.filter(run.network, eqx.is_array))
+    after = jax.tree_util.tree_leaves(eqx.filter(held.network, eqx.is_array))
+    assert any(not np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+    both = fit(build_run(_frozen_cfg(["D"], own_lr)), progress=False)
+    assert abs(float(both.coeffs["D"]) - 0.3) > 1e-4  # the second phase trains D
+
+
+def test_freeze_names_a_trainable_coefficient():
+    with pytest.raises(ConfigError, match=r"optim.phases.0.freeze: \['nu'\] are not trainable"):
+        build_run(_frozen_cfg(["nu"], True), with_mesh=False)
+    with pytest.raises(ConfigError, match="freeze"):
+        from_dict({**_frozen_cfg(["D"], True).to_dict(),
+                   "optim": {"phases": [{"kind": "adam", "freeze": ["D", "D"]}]}})
+
+
 # ------------------------------------------------------------------ observations
 
 

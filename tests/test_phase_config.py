@@ -42,7 +42,7 @@ def test_each_kind_gets_its_own_dataclass():
     assert type(b) is PHASE_CONFIGS["lbfgs"] and b.memory == 20 and not hasattr(b, "lr")
     assert type(c) is PHASE_CONFIGS["natural_gradient"] and c.damping == 1e-6 and c.steps is None
     dumped = yaml.safe_load(dump_config(cfg))["optim"]["phases"]
-    assert set(dumped[0]) == {"kind", "steps", "lr", "schedule", "clip_norm"}
+    assert set(dumped[0]) == {"kind", "steps", "lr", "schedule", "clip_norm", "freeze"}
     assert "lr" not in dumped[1] and "memory" not in dumped[0]
 
 

@@ -36,7 +36,7 @@ from ..physics.terms import Initial
 from ..sphere.domain import Sphere, SphereEmbedding
 from ..train.adaptive import Adaptive
 from ..train.collocation import Sampler
-from ..train.phases import PHASES, AbstractPhase
+from ..train.phases import PHASES, AbstractPhase, check_frozen
 from ..train.spec import Run, TimeWindows
 from ..train.weighting import Causal, Weighting
 from .config import RunConfig, did_you_mean
@@ -138,8 +138,7 @@ def build_problem(cfg: RunConfig) -> Problem:
     if unknown:
         raise ConfigError(
             f"problem.trainable/problem.coeffs: {sorted(unknown)} are not coefficients of "
-            f"{cfg.problem.name!r}; its coefficients are {sorted(problem.coeffs) or 'none'}"
-        )
+            f"{cfg.problem.name!r}; its coefficients are {sorted(problem.coeffs) or 'none'}")
     if trainable:
         problem = problem.replace(trainable=trainable)
     if cfg.problem.coeffs:
@@ -358,6 +357,7 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
     weighting = build_weighting(cfg, problem, weights)
     adaptive = build_adaptive(cfg, problem, batch)
     phases = build_phases(cfg)
+    check_frozen(cfg.optim.phases, problem.trainable, cfg.problem.name)
     _check_whole_loss(cfg, phases)
     windows = build_windows(cfg, problem, network) if cfg.train.time_windows > 1 else None
     t = cfg.train

@@ -47,17 +47,22 @@ class ScheduleConfig:
 class GradientConfig:
     """Options of every first-order phase. ``steps: null`` (at most one phase) takes the
     rest of ``train.steps``; ``lr`` and ``schedule`` set the learning rate; ``clip_norm``
-    clips the gradient's global norm first."""
+    clips the gradient's global norm first; ``freeze`` names trainable coefficients that
+    this phase leaves where they are (e.g. a frequency held until the flow oscillates,
+    then trained by a later phase)."""
 
     kind: str = "adam"
     steps: int | None = None
     lr: float = 1.0e-3
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     clip_norm: float | None = None
+    freeze: list[str] = field(default_factory=list)
 
     def problems(self) -> list[tuple[str, str, object]]:
         """``(key, what is expected, value)`` for each value out of range (empty: valid)."""
         bad = [] if self.lr > 0 else [("lr", "expected a number > 0", self.lr)]
+        if len(set(self.freeze)) != len(self.freeze):
+            bad.append(("freeze", "expected distinct coefficient names", list(self.freeze)))
         return bad + self.schedule.problems() + positive_or_null(self, ("clip_norm",))
 
     def state_words(self, n_params: int, rows: int) -> float:
@@ -161,9 +166,13 @@ class AbstractOptaxPhase(AbstractOptimizerPhase):
 
         net_rate = schedule(cfg, cfg.lr, steps)
         opt = build(net_rate)
-        if coeff_lrs:  # coefficients with their own lr get their own optimiser
-            own = {f"coeff:{k}": build(schedule(cfg, lr, steps)) for k, lr in coeff_lrs.items()}
-            opt = per_coefficient({"net": opt, **own}, set(coeff_lrs))
+        # Coefficients with their own lr get their own optimiser; frozen ones a zero update
+        # (no state, so the phase's other leaves see exactly the optimiser they would).
+        own = {f"coeff:{k}": build(schedule(cfg, lr, steps))
+               for k, lr in coeff_lrs.items() if k not in cfg.freeze}
+        own |= {f"coeff:{k}": optax.set_to_zero() for k in cfg.freeze}
+        if own:
+            opt = per_coefficient({"net": opt, **own}, set(coeff_lrs) | set(cfg.freeze))
         return cls(start, steps, opt, learning_rate=net_rate)
 
     def step(self, loss, params, state, key, arrays, ctx):
