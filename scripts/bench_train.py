@@ -24,7 +24,8 @@ then timed ``--repeats`` times, and the median is reported; a problem's rows are
 turns (one chunk of each per round), so that on a shared core they see the same load.
 ``--accumulate K,...`` adds rows with each step's points in K blocks, one after another
 (pinnkit's ``train.accumulate``; the floor's gradient summed over the blocks likewise):
-the same loss, with a working set of one block. Beside the rates, XLA's
+the same loss, with a working set of one block; ``auto`` among them adds the K that
+``train.accumulate: auto`` chooses (`pinnkit.train.accumulate`). Beside the rates, XLA's
 figures of one compiled step (a chunk of 1): FLOPs by its cost analysis, the number of
 fusions in the ENTRY computation (kernels per step) and the temporaries' bytes.
 
@@ -63,6 +64,7 @@ from pinnkit.diffops import METHODS  # noqa: E402
 from pinnkit.parallel.mesh import make_mesh, replicate  # noqa: E402
 from pinnkit.run.build import build_run  # noqa: E402
 from pinnkit.run.config import from_dict, load_config  # noqa: E402
+from pinnkit.train.accumulate import cache_bytes, resolve_accumulate, step_temp_bytes  # noqa: E402
 from pinnkit.train.loss import make_loss  # noqa: E402
 from pinnkit.train.step import (  # noqa: E402
     TrainState,
@@ -135,6 +137,20 @@ def program_figures(fn, args) -> dict:
             "temp_mib": mem.temp_size_in_bytes / 2**20 if mem is not None else float("nan")}
 
 
+def auto_accumulate(run) -> tuple[int, float, float]:
+    """``(K, step temporaries in MiB, CPU seconds of the choice)``: ``train.accumulate:
+    auto``'s choice for ``run`` (`pinnkit.train.accumulate`), as `fit` makes it."""
+    params, static = split_model(run)
+    c0 = time.process_time()
+    loss = make_loss(run, static)
+    args = (replicate(params, run.mesh), point_arrays(run), init_extra(run))
+    k = resolve_accumulate(run, "auto", loss, *args)
+    took = time.process_time() - c0
+    cache = cache_bytes()
+    temp = step_temp_bytes(loss, *args) if cache else 0
+    return k, temp / 2**20, took
+
+
 def pinnkit_step(problem: str, method: str, chunk: int, accumulate: int = 1):
     """``(fn, args)``: the training loop's own compiled chunk (`pinnkit.train.step.make_chunk`),
     each step's batch in ``accumulate`` micro-batches (``train.accumulate``)."""
@@ -196,10 +212,16 @@ def config_step(path: str, chunk: int, accumulate: int):
     return (lambda arrays, state: fn(arrays, state)[1]["loss"]), (point_arrays(run), state)
 
 
-def config_rates(paths: list[str], ks: list[int], chunk: int, repeats: int) -> None:
+def config_rates(paths: list[str], ks: list[int], chunk: int, repeats: int, auto: bool = False) -> None:
     """Prints each config's CPU steps/s with each micro-batch count of ``ks``, timed in turns,
-    and how far the chunk's losses are from one batch's."""
+    and how far the chunk's losses are from one batch's; with ``auto``, also the K that
+    ``train.accumulate: auto`` chooses for the config (its row, if not in ``ks``)."""
     for path in paths:
+        if auto:
+            k, temp, took = auto_accumulate(build_run(load_config(path)))
+            print(f"{path}: accumulate auto chose {k} (step temporaries {temp:.1f} MiB, cache "
+                  f"{(cache_bytes() or 0) / 2**20:.1f} MiB; choosing took {took:.1f} CPU s)", flush=True)
+            ks = sorted({*ks, k})
         calls = [config_step(path, chunk, k) for k in ks]
         losses = [fn(*a) for fn, a in calls]
         rates = timed_in_turns(calls, chunk, repeats)
@@ -308,16 +330,19 @@ def main(argv=None):
     ap.add_argument("--roofline-n", type=int, default=1024, help="matmul size of the roofline row")
     ap.add_argument("--accumulate", default="1", metavar="K[,K...]",
                     help="also time pinnkit and the floor with each step's points in K blocks "
-                         "(pinnkit's train.accumulate: the same loss, the working set of one block)")
+                         "(pinnkit's train.accumulate: the same loss, the working set of one block); "
+                         "'auto' adds the K that train.accumulate: auto chooses")
     ap.add_argument("--configs", nargs="+", metavar="CONFIG",
                     help="instead of the protocols: each config's phase-0 chunk, CPU steps/s with "
                          "each --accumulate K (1 included), timed in turns")
     ap.add_argument("--no-figures", action="store_true",
                     help="skip the FLOPs / fusions / memory of one compiled step")
     args = ap.parse_args(argv)
+    given = args.accumulate.split(",")
+    auto = "auto" in given
     if args.configs:
-        ks = sorted({1, *(int(k) for k in args.accumulate.split(","))})
-        config_rates(args.configs, ks, args.chunk, args.repeats)
+        ks = sorted({1, *(int(k) for k in given if k != "auto")})
+        config_rates(args.configs, ks, args.chunk, args.repeats, auto)
         return 0
     figures = not args.no_figures
     rows, peers = [], {}
@@ -330,7 +355,12 @@ def main(argv=None):
             rows.append((prob, peer, None))
         print(f"{prob}: floor loss vs pinnkit loss, relative difference {check_floor(prob):.1e}",
               flush=True)
-        ks = [int(k) for k in args.accumulate.split(",") if int(k) > 1]
+        ks = [int(k) for k in given if k != "auto" and int(k) > 1]
+        if auto:
+            k, temp, took = auto_accumulate(build_run(pinnkit_config(prob, "taylor", 1), mesh=make_mesh(1)))
+            print(f"{prob}: accumulate auto chose {k} (step temporaries {temp:.1f} MiB, cache "
+                  f"{(cache_bytes() or 0) / 2**20:.1f} MiB; choosing took {took:.1f} CPU s)", flush=True)
+            ks = sorted({*ks, k} - {1})
         cands = []  # (name, chunk fn, one-step fn, args, blocks); the first is the floor
         for k in [1, *ks]:
             steps, fargs = floor_step(prob, args.chunk, k)
