@@ -20,7 +20,8 @@ is the rule, a pure function of figures measured elsewhere:
   points per micro-batch.
 
 `resolve_accumulate` measures the figures (one extra compilation of the step's gradient,
-on CPU only) and applies the rule.
+on CPU only) and applies the rule; in a multi-process job every process takes process
+0's K.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from ..errors import ConfigError
+from ..parallel.distributed import broadcast_from_main
 
 AUTO = "auto"
 GATE = 16  # temporaries over the cache below which K stays 1
@@ -117,6 +120,8 @@ def resolve_accumulate(run, accumulate, loss_at_one, params, arrays, extra, *,
     else:
         temp = step_temp_bytes(loss_at_one, params, arrays, extra)
         k = choose_accumulate(temp, per_device_batch(run), cache, platform=platform)
+    # every process runs process 0's K (hosts may differ in cache; a collective)
+    k = int(broadcast_from_main(np.int64(k)))
     if progress and jax.process_index() == 0:
         if temp is not None:
             why = f"step temporaries {temp / 2**20:.1f} MiB, cache {cache / 2**20:.1f} MiB"
