@@ -14,6 +14,7 @@ from pinnkit.run.build import build_problem, build_run
 from pinnkit.run.config import from_dict, load_config
 from pinnkit.train import accumulate as acc
 from pinnkit.train.loop import fit
+from pinnkit.train.plan import plan
 
 MIB = 2**20
 SOFT = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d_soft.yaml"
@@ -104,3 +105,19 @@ def test_auto_in_configs_and_the_memory_plan():
     low_auto = {p.what: p.bytes for p in memplan.lower_bounds(cfg, problem, 1)}
     # a lower bound: auto may take up to 32 micro-batches here
     assert low_auto["activations of term 'pde'"] == low["activations of term 'pde'"] / 32
+
+
+def test_dry_run_plan_and_command_line(monkeypatch):
+    """``--dry-run`` (`plan`) reports the K that training would take; the command line
+    takes ``--accumulate auto`` and refuses other words with one line."""
+    import argparse
+
+    from pinnkit.cli.main import _accumulate_arg
+
+    cfg = load_config(SOFT, [])
+    monkeypatch.setattr(acc, "cache_bytes", lambda: 1024)
+    info = plan(build_run(cfg, mesh=make_mesh(1)), accumulate="auto")
+    assert info["accumulate"] == 2 and info["micro_batch"] == {"boundary": 32, "pde": 128}
+    assert _accumulate_arg("auto") == "auto" and _accumulate_arg("4") == 4
+    with pytest.raises(argparse.ArgumentTypeError, match="integer >= 1 or 'auto'"):
+        _accumulate_arg("fast")
