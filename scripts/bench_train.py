@@ -24,15 +24,17 @@ then timed ``--repeats`` times, and the median is reported; a problem's rows are
 turns (one chunk of each per round), so that on a shared core they see the same load.
 ``--accumulate K,...`` adds rows with each step's points in K blocks, one after another
 (pinnkit's ``train.accumulate``; the floor's gradient summed over the blocks likewise):
-the same loss, with a working set of one block. Beside the rates, XLA's
+the same loss, with a working set of one block; ``auto`` among them adds the K that
+``train.accumulate: auto`` chooses (`pinnkit.train.accumulate`). Beside the rates, XLA's
 figures of one compiled step (a chunk of 1): FLOPs by its cost analysis, the number of
 fusions in the ENTRY computation (kernels per step) and the temporaries' bytes.
 
 With ``PEER_VENVS`` set (the venvs of the peer harness, made by its own setup script outside this repository;
 ``PEERS_DIR``: the harness' folder, default ``shared/peers`` beside the checkout or one above), each
 problem's DeepXDE-PyTorch run (`deepxde_run.py`, ``--peer-steps`` Adam steps, one torch
-thread) is started as a child process on the same core, and its CPU steps/s (steps after
-the first over the training call's CPU seconds, as the harness records them) replace the
+thread) is started as a child process on the same core before the problem's rounds and
+again after them, and the mean of its two CPU steps/s (steps after the first over the
+training call's CPU seconds, as the harness records them; both printed) replaces the
 recorded figure in the ``× fastest peer`` column. The *roofline* row is a plain
 float32 matmul (``--roofline-n`` cubed, a chain of them in one compiled scan) on the same
 core: its GFLOP/s, divided by a step's FLOPs, is the steps/s a step made only of such
@@ -63,6 +65,7 @@ from pinnkit.diffops import METHODS  # noqa: E402
 from pinnkit.parallel.mesh import make_mesh, replicate  # noqa: E402
 from pinnkit.run.build import build_run  # noqa: E402
 from pinnkit.run.config import from_dict, load_config  # noqa: E402
+from pinnkit.train.accumulate import cache_bytes, resolve_accumulate, step_temp_bytes  # noqa: E402
 from pinnkit.train.loss import make_loss  # noqa: E402
 from pinnkit.train.step import (  # noqa: E402
     TrainState,
@@ -135,6 +138,20 @@ def program_figures(fn, args) -> dict:
             "temp_mib": mem.temp_size_in_bytes / 2**20 if mem is not None else float("nan")}
 
 
+def auto_accumulate(run) -> tuple[int, float, float]:
+    """``(K, step temporaries in MiB, CPU seconds of the choice)``: ``train.accumulate:
+    auto``'s choice for ``run`` (`pinnkit.train.accumulate`), as `fit` makes it."""
+    params, static = split_model(run)
+    c0 = time.process_time()
+    loss = make_loss(run, static)
+    args = (replicate(params, run.mesh), point_arrays(run), init_extra(run))
+    k = resolve_accumulate(run, "auto", loss, *args)
+    took = time.process_time() - c0
+    cache = cache_bytes()
+    temp = step_temp_bytes(loss, *args) if cache else 0
+    return k, temp / 2**20, took
+
+
 def pinnkit_step(problem: str, method: str, chunk: int, accumulate: int = 1):
     """``(fn, args)``: the training loop's own compiled chunk (`pinnkit.train.step.make_chunk`),
     each step's batch in ``accumulate`` micro-batches (``train.accumulate``)."""
@@ -196,10 +213,16 @@ def config_step(path: str, chunk: int, accumulate: int):
     return (lambda arrays, state: fn(arrays, state)[1]["loss"]), (point_arrays(run), state)
 
 
-def config_rates(paths: list[str], ks: list[int], chunk: int, repeats: int) -> None:
+def config_rates(paths: list[str], ks: list[int], chunk: int, repeats: int, auto: bool = False) -> None:
     """Prints each config's CPU steps/s with each micro-batch count of ``ks``, timed in turns,
-    and how far the chunk's losses are from one batch's."""
+    and how far the chunk's losses are from one batch's; with ``auto``, also the K that
+    ``train.accumulate: auto`` chooses for the config (its row, if not in ``ks``)."""
     for path in paths:
+        if auto:
+            k, temp, took = auto_accumulate(build_run(load_config(path)))
+            print(f"{path}: accumulate auto chose {k} (step temporaries {temp:.1f} MiB, cache "
+                  f"{(cache_bytes() or 0) / 2**20:.1f} MiB; choosing took {took:.1f} CPU s)", flush=True)
+            ks = sorted({*ks, k})
         calls = [config_step(path, chunk, k) for k in ks]
         losses = [fn(*a) for fn, a in calls]
         rates = timed_in_turns(calls, chunk, repeats)
@@ -308,29 +331,34 @@ def main(argv=None):
     ap.add_argument("--roofline-n", type=int, default=1024, help="matmul size of the roofline row")
     ap.add_argument("--accumulate", default="1", metavar="K[,K...]",
                     help="also time pinnkit and the floor with each step's points in K blocks "
-                         "(pinnkit's train.accumulate: the same loss, the working set of one block)")
+                         "(pinnkit's train.accumulate: the same loss, the working set of one block); "
+                         "'auto' adds the K that train.accumulate: auto chooses")
     ap.add_argument("--configs", nargs="+", metavar="CONFIG",
                     help="instead of the protocols: each config's phase-0 chunk, CPU steps/s with "
                          "each --accumulate K (1 included), timed in turns")
     ap.add_argument("--no-figures", action="store_true",
                     help="skip the FLOPs / fusions / memory of one compiled step")
     args = ap.parse_args(argv)
+    given = args.accumulate.split(",")
+    auto = "auto" in given
     if args.configs:
-        ks = sorted({1, *(int(k) for k in args.accumulate.split(","))})
-        config_rates(args.configs, ks, args.chunk, args.repeats)
+        ks = sorted({1, *(int(k) for k in given if k != "auto")})
+        config_rates(args.configs, ks, args.chunk, args.repeats, auto)
         return 0
     figures = not args.no_figures
     rows, peers = [], {}
     gflops = roofline(args.roofline_n, args.repeats)
     print(f"roofline: float32 {args.roofline_n}^3 matmul, {gflops:.1f} GFLOP/s (CPU time)", flush=True)
     for prob in args.problems.split(","):
-        peer = deepxde_torch(prob, args.peer_steps)
-        if peer is not None:
-            peers[prob] = peer["cpu"]
-            rows.append((prob, peer, None))
+        peer = deepxde_torch(prob, args.peer_steps)  # run again after the rows' rounds
         print(f"{prob}: floor loss vs pinnkit loss, relative difference {check_floor(prob):.1e}",
               flush=True)
-        ks = [int(k) for k in args.accumulate.split(",") if int(k) > 1]
+        ks = [int(k) for k in given if k != "auto" and int(k) > 1]
+        if auto:
+            k, temp, took = auto_accumulate(build_run(pinnkit_config(prob, "taylor", 1), mesh=make_mesh(1)))
+            print(f"{prob}: accumulate auto chose {k} (step temporaries {temp:.1f} MiB, cache "
+                  f"{(cache_bytes() or 0) / 2**20:.1f} MiB; choosing took {took:.1f} CPU s)", flush=True)
+            ks = sorted({*ks, k} - {1})
         cands = []  # (name, chunk fn, one-step fn, args, blocks); the first is the floor
         for k in [1, *ks]:
             steps, fargs = floor_step(prob, args.chunk, k)
@@ -350,6 +378,14 @@ def main(argv=None):
                 cands.append((f"pinnkit {m}" + (f", accumulate {k}" if k > 1 else ""), fk,
                               lambda m=m, k=k, p=prob: pinnkit_step(p, m, 1, k)[1], kargs, k))
         rates = timed_in_turns([(c[1], c[3]) for c in cands], args.chunk, args.repeats)
+        after = deepxde_torch(prob, args.peer_steps) if peer is not None else None
+        if peer is not None and after is not None:  # the load before and after pinnkit's rounds
+            peer = {"name": f"DeepXDE-PyTorch (peer harness; before / after: {peer['cpu']:.1f} / "
+                            f"{after['cpu']:.1f})",
+                    **{k: (peer[k] + after[k]) / 2 for k in ("wall", "cpu")}}
+        if peer is not None:
+            peers[prob] = peer["cpu"]
+            rows.append((prob, peer, None))
         floor = None
         for (name, _, one, cargs, k), (wall, cpu) in zip(cands, rates, strict=True):
             row = {"name": name, "wall": wall, "cpu": cpu}

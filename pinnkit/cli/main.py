@@ -214,6 +214,16 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def _accumulate_arg(text: str) -> int | str:
+    """``--accumulate``'s value: an integer, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text!r}") from None
+
+
 def parser() -> argparse.ArgumentParser:
     from .._version import __version__
 
@@ -234,8 +244,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--dry-run", action="store_true",
                    help="print mesh, per-device batch, parameter count and compiled memory; no training")
     big = t.add_argument_group("large problems")
-    big.add_argument("--accumulate", type=int, default=None, metavar="K",
-                     help="split each step's batch into K micro-batches (gradient accumulation)")
+    big.add_argument("--accumulate", type=_accumulate_arg, default=None, metavar="K",
+                     help="split each step's batch into K micro-batches (gradient accumulation); "
+                          "'auto': as many as fit the step's working set into one core's cache "
+                          "where that is faster (CPU only)")
     big.add_argument("--remat", choices=("none", "dots", "full"), default=None,
                      help="rematerialise the per-device loss in the backward pass")
     big.add_argument("--donate", action="store_const", const=True, default=None,

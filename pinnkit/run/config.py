@@ -321,7 +321,8 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
            "expected an integer from 0 to 4294967295 (2**32 - 1; larger seeds would wrap around "
            "to the same key)",
            t.seed)
-    _check(t.accumulate >= 1, where, "train.accumulate", "expected an integer >= 1", t.accumulate)
+    _check(t.accumulate == "auto" or t.accumulate >= 1, where, "train.accumulate",
+           "expected an integer >= 1 or 'auto'", t.accumulate)
     _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)
     _check(t.divergence_factor > 1, where, "train.divergence_factor", "expected a number > 1",
            t.divergence_factor)

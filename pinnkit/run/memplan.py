@@ -117,6 +117,7 @@ def _optimizer_words(cfg: RunConfig, n_params: int, rows: int) -> tuple[float, s
 
 def lower_bounds(cfg: RunConfig, problem, n_devices: int) -> list[Part]:
     """The plan's lower-bound parts (bytes per device; host parts flagged)."""
+    from ..train.accumulate import largest_accumulate
     from .build import build_network
 
     dtype = jnp.float64 if cfg.numerics.x64 else jnp.float32
@@ -140,12 +141,15 @@ def lower_bounds(cfg: RunConfig, problem, n_devices: int) -> list[Part]:
     words, okey = _optimizer_words(cfg, n_params, rows)
     parts.append(Part("optimiser state", words * size, okey))
     pool = cfg.sampler.adaptive.pool if cfg.sampler.adaptive is not None else 1
+    # "auto" chooses at most largest_accumulate micro-batches: a lower bound takes that many
+    k_most = (largest_accumulate(per_dev) if cfg.train.accumulate == "auto"
+              else max(1, cfg.train.accumulate))
     for k, b in per_dev.items():
         term = problem.terms.get(k)
         # a shape sampled by rejection draws more candidates than it keeps
         drawn = b if term is None or term.where == "data" else problem.domain.unit_rows(b, term.where)
         parts.append(Part(f"points of term {k!r}", drawn * d * size * pool, f"sampler.batch.{k}"))
-        micro = math.ceil(b / max(1, cfg.train.accumulate))
+        micro = math.ceil(b / k_most)
         parts.append(Part(f"activations of term {k!r}", micro * width * depth * size,
                           f"sampler.batch.{k} (or raise train.accumulate)"))
     ev = cfg.eval

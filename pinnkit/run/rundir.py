@@ -201,6 +201,7 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
         **{k: {p: round(t, 3) for p, t in getattr(res, k).items()} for k in ("compile_s", "compile_cpu_s")},
         "compile_first_chunk_s": None if res.first_compile_s is None else round(res.first_compile_s, 3),
         "n_devices": run.mesh.size if run.mesh is not None else 1,
+        "accumulate": res.accumulate,  # micro-batches per step (train.accumulate, auto resolved)
         "seed": run.config.train.seed,
         "final_loss": last["loss"] if last else None,
         "final_terms": last["terms"] if last else None,

@@ -264,7 +264,7 @@ class TrainConfig:
     log_every: int = 100
     eval_every: int = 0
     seed: int = 0
-    accumulate: int = 1
+    accumulate: int | Literal["auto"] = 1
     remat: Literal[REMAT] = "none"
     donate: bool = False
     time_windows: int = 1

@@ -37,6 +37,7 @@ from ..errors import PinnkitError, RunDirError
 from ..parallel.distributed import Watchdog, agree_any, broadcast_from_main, to_host
 from ..parallel.mesh import is_main_process, replicate
 from . import checkpoint as ckpt
+from .accumulate import AUTO, resolve_accumulate
 from .callbacks import Callback, TrainInfo, extra_metrics, notify, with_extra
 from .loss import make_loss
 from .plan import check_accumulate
@@ -126,6 +127,7 @@ class FitResult:
     compile_s: dict[str, float] = field(default_factory=dict)
     compile_cpu_s: dict[str, float] = field(default_factory=dict)
     first_compile_s: float | None = None
+    accumulate: int = 1  # micro-batches per step (``"auto"`` resolved)
 
 
 def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
@@ -195,7 +197,7 @@ def fit(
     callbacks: Sequence[Callback] = (),
     progress: bool = True,
     throw: bool = True,
-    accumulate: int = 1,
+    accumulate: int | str = 1,
     remat: str = "none",
     donate: bool = False,
     stall_timeout: float = 0.0,
@@ -231,7 +233,9 @@ def fit(
       is to be resumed), this is the run's own end.
     - `throw`: raise `TrainingError` on a non-finite or diverging loss instead of returning.
     - `accumulate`: split each step's batch into this many micro-batches (gradient
-      accumulation; the same step, in less memory).
+      accumulation; the same step, in less memory); ``"auto"``: as many as make the
+      step's working set fit one core's cache where that is faster
+      (`pinnkit.train.accumulate`; 1 off CPUs), recorded in the result's ``accumulate``.
     - `remat`: ``"none"``, ``"dots"`` or ``"full"``: rematerialise the per-device
       residuals in the backward pass (`jax.checkpoint`).
     - `donate`: donate the train state to each chunk (one copy of parameters and
@@ -251,7 +255,6 @@ def fit(
     t_start, cpu_start = time.perf_counter(), time.process_time()
     clock = TrainClock()
     callbacks = tuple(callbacks)
-    check_accumulate(run, accumulate)
     out = Path(out_dir) if out_dir is not None else None
     ck_dir = out / "checkpoints" if out is not None else None
     if out is not None and is_main_process():
@@ -262,6 +265,11 @@ def fit(
     metrics_path = out / "metrics.jsonl" if out is not None else None
     params, static = split_model(run)
     arrays = point_arrays(run)
+    if accumulate == AUTO:  # K from the step's working set (one extra compilation, CPU only)
+        accumulate = resolve_accumulate(run, accumulate, make_loss(run, static, remat=remat),
+                                        replicate(params, run.mesh), arrays, init_extra(run),
+                                        progress=progress)
+    check_accumulate(run, accumulate)
     loss = make_loss(run, static, accumulate=accumulate, remat=remat)
     key = train_key(run)
     total = run.total_steps
@@ -465,6 +473,7 @@ def fit(
         compile_s=compile_s,
         compile_cpu_s=compile_cpu_s,
         first_compile_s=first_compile_s,
+        accumulate=accumulate,
     )
     if throw and result.failed:
         raise TrainingError(f"step {bad_step}: {result.value}")

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..parallel.mesh import replicate
+from .accumulate import resolve_accumulate
 from .loss import make_loss
 from .spec import Run
 from .step import TrainState, chunk_args, init_extra, make_chunk, point_arrays, split_model, train_key
@@ -63,13 +64,16 @@ def compiled_memory(compiled) -> dict[str, int]:
     return memory
 
 
-def plan(run: Run, *, accumulate: int = 1, remat: str = "none", donate: bool = False) -> dict:
+def plan(run: Run, *, accumulate: int | str = 1, remat: str = "none", donate: bool = False) -> dict:
     """The plan of ``run`` (module docstring) as a JSON-able dict; compiles the first
-    phase's chunk (``compile_s``) and trains nothing."""
-    check_accumulate(run, accumulate)
+    phase's chunk (``compile_s``) and trains nothing. ``accumulate="auto"``: the K that
+    `fit` would choose (`pinnkit.train.accumulate`)."""
     params, static = split_model(run)
     n_params = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(params))
     arrays = point_arrays(run)
+    accumulate = resolve_accumulate(run, accumulate, make_loss(run, static, remat=remat),
+                                    replicate(params, run.mesh), arrays, init_extra(run))
+    check_accumulate(run, accumulate)
     loss = make_loss(run, static, accumulate=accumulate, remat=remat)
     ph = run.phases[0]
     n = min(run.chunk, ph.steps)
