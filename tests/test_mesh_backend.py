@@ -85,14 +85,20 @@ def test_mesh_adf_is_zero_on_the_surface_and_a_distance_near_it():
         assert np.allclose(p[d > m.smooth.radius + 2 * r], m.smooth.radius)
 
 
-def test_mesh_adf_derivatives_taylor_against_autodiff():
+# each mesh adf (pinnkit.geometry.mesh.MESH_ADFS) on a torus: the potential's on 576 triangles
+# (one chunk: its sum over all of them is the cost), the blend's on 2,304
+ADF_TORI = [("blend", (48, 24)), ("potential", (24, 12))]
+
+
+@pytest.mark.parametrize("kind,size", ADF_TORI)
+def test_mesh_adf_derivatives_taylor_against_autodiff(kind, size):
     """The hard-constrained network's value, gradient and Laplacian by the Taylor engine
     (the training step's) and by nested autodiff agree to rounding, in float64."""
     from pinnkit.diffops import Autodiff, Layout, Taylor
     from pinnkit.nn.nets import build_mlp_network
 
     with jax.enable_x64(True):
-        m = TriangleMesh(*_torus(48, 24))
+        m = TriangleMesh(*_torus(*size), adf=kind)
         g = lambda x: jnp.atleast_1d(x[0] * x[2])  # noqa: E731
         hd = DistanceDirichlet(m, ("boundary",), ((0,),), (g,))
         net = build_mlp_network(("x", "y", "z"), ("u",), width=6, depth=2, activation="tanh",
@@ -111,9 +117,10 @@ def test_mesh_adf_derivatives_taylor_against_autodiff():
         assert (np.abs(got - ref) / scale).max() < 1e-10
 
 
-def test_hard_constraint_on_a_mesh_meets_its_data_on_the_surface():
+@pytest.mark.parametrize("kind,size", ADF_TORI)
+def test_hard_constraint_on_a_mesh_meets_its_data_on_the_surface(kind, size):
     with jax.enable_x64(True):
-        m = TriangleMesh(*_torus(48, 24))
+        m = TriangleMesh(*_torus(*size), adf=kind)
         g = lambda x: jnp.atleast_1d(jnp.sin(x[0]) * jnp.cos(x[1]) + x[2])  # noqa: E731
         dd = DistanceDirichlet(m, ("boundary",), ((0,),), (g,))
         y = m.sample(jax.random.key(3), 1000, "boundary", jnp.float64)

@@ -66,15 +66,18 @@ def _extrusion(vertices, z, name=None, names=None, coords=("x", "y", "z")):
     return ExtrudedPolygon(vertices, z[0], z[1], name=name, names=names, coords=coords)
 
 
-def _mesh(file, name=None, names=None, scale=1.0, backend="auto", adf_radius=None, coords=("x", "y", "z")):
+def _mesh(file, name=None, names=None, scale=1.0, backend="auto", adf=None, adf_radius=None,
+          coords=("x", "y", "z")):
     """`TriangleMesh.from_file` (``file`` found relative to the config by `_primitive`;
     ``names`` renames the file's named parts, e.g. an STL's ``solid`` blocks;
-    ``backend``: ``auto``, ``warp`` or ``jax``; ``adf_radius``: the reach of the hard
-    constraint's distance function, pinnkit.geometry.mesh_adf)."""
-    from .mesh import TriangleMesh
+    ``backend``: ``auto``, ``warp`` or ``jax``; ``adf``: the hard constraint's distance
+    function, a key of pinnkit.geometry.mesh.MESH_ADFS; ``adf_radius``: the reach of its
+    ``blend``)."""
+    from .mesh import DEFAULT_ADF, TriangleMesh
 
     return TriangleMesh.from_file(file, scale=scale, name=name, names=names, coords=coords,
-                                  backend=backend, adf_radius=adf_radius)
+                                  backend=backend, adf_radius=adf_radius,
+                                  adf=DEFAULT_ADF if adf is None else adf)
 
 
 # The one table of shapes: YAML key -> constructor. A node's keys are the constructor's
@@ -100,7 +103,7 @@ CSG: dict[str, Callable[..., AbstractShape]] = {
 TRANSFORMS: dict[str, Callable[..., AbstractShape]] = {
     "translate": translate, "rotate": rotate, "scale": scale}
 KINDS = (*SHAPES, *CSG, *TRANSFORMS)
-_RAW = ("name", "names", "file", "backend")
+_RAW = ("name", "names", "file", "backend", "adf")
 
 
 def parameters(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

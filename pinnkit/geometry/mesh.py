@@ -26,7 +26,9 @@ distance) is still the whole closed surface. A file with one part is one piece,
 ``surface``.
 
 A mesh's distance is not smooth (it has kinks on the medial axis); hard Dirichlet
-constraints use the smooth approximate distance of `pinnkit.geometry.mesh_adf` instead.
+constraints use a smooth approximate distance, ``adf`` in `MESH_ADFS`: ``potential``
+(`pinnkit.geometry.mesh_potential`, the same for every triangulation, $O(T)$ per point)
+or ``blend`` (`pinnkit.geometry.mesh_adf`, of the triangles within ``adf_radius``).
 """
 
 from __future__ import annotations
@@ -42,8 +44,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from .base import AbstractAtom, AbstractShape, Frame, Part, relabel
+from .mesh_potential import PotentialADF, solid_angle_terms
 
 _CHUNK = 256  # points per block in the O(points x triangles) loops (memory ~ chunk * T)
+
+
+def _blend(triangles: np.ndarray, radius: float):
+    from .mesh_adf import MeshADF
+
+    return MeshADF(triangles, radius)
+
+
+def _potential(triangles: np.ndarray, radius: float):
+    return PotentialADF(triangles)  # no reach: every triangle counts
+
+
+# The one table of a mesh's hard-constraint distances: ``adf`` -> (triangles, adf_radius) ->
+# a function of one point (docs/geometry.md, "Triangle meshes").
+MESH_ADFS = {"potential": _potential, "blend": _blend}
+DEFAULT_ADF = "blend"
 
 
 def _tri_distance2(p, tri):
@@ -69,10 +88,7 @@ def _tri_distance2(p, tri):
 
 def _winding(p, tri):
     """Generalised winding number of the closed surface ``tri`` about ``p``."""
-    a, b, c = (tri[:, i] - p[None, :] for i in range(3))
-    la, lb, lc = (jnp.sqrt(jnp.sum(v * v, 1)) for v in (a, b, c))
-    num = jnp.sum(a * jnp.cross(b, c), 1)
-    den = la * lb * lc + jnp.sum(a * b, 1) * lc + jnp.sum(b * c, 1) * la + jnp.sum(c * a, 1) * lb
+    num, den = solid_angle_terms(p, tri)
     return jnp.sum(2.0 * jnp.arctan2(num, den)) / (4.0 * jnp.pi)
 
 
@@ -115,7 +131,7 @@ class MeshSurface(AbstractAtom):
                          "(per triangle), not a level function")
 
     def adf(self, y):
-        """The smooth approximate distance of `pinnkit.geometry.mesh_adf` at ``y`` (3,)."""
+        """The smooth approximate distance of the mesh's ``adf`` (`MESH_ADFS`) at ``y`` (3,)."""
         return self.smooth.get()(y)
 
 
@@ -125,6 +141,8 @@ class TriangleMesh(AbstractShape):
     **Arguments:**
     - `vertices`: ``(V, 3)``; `faces`: ``(F, 3)`` vertex indices, consistently wound.
     - `name`: the boundary's name (default ``surface``). `coords`: default x, y, z.
+    - `adf`: the hard constraint's distance function, a key of `MESH_ADFS`; `adf_radius`:
+      the reach of ``blend``'s (default a quarter of the smallest bounding-box side).
 
     Raises `ValueError` for a mesh that is not watertight or not consistently wound
     (checked with trimesh). Outward orientation is fixed if the volume comes out negative.
@@ -143,7 +161,7 @@ class TriangleMesh(AbstractShape):
 
     def __init__(self, vertices, faces, name=None, names: Mapping | None = None, coords=("x", "y", "z"),
                  backend: str = "auto", adf_radius: float | None = None, groups=None,
-                 source: str | None = None):
+                 source: str | None = None, adf: str = DEFAULT_ADF):
         """``groups``: optional ``(F,)`` part names, one per face (the file's named solids;
         default: one part ``surface``), renamed by ``name``/``names``; ``source``: the
         file it came from (named in error messages)."""
@@ -179,10 +197,14 @@ class TriangleMesh(AbstractShape):
         if not (isinstance(adf_radius, (int, float)) and math.isfinite(adf_radius) and adf_radius > 0):
             raise ValueError(f"mesh adf_radius must be a number > 0 (the reach of the smooth distance "
                              f"function used by network.hard_constraint): actual={adf_radius!r}")
-        self.smooth = _LazyADF(self.triangles, float(adf_radius))
+        if not isinstance(adf, str) or adf not in MESH_ADFS:
+            raise ValueError(f"mesh adf must be one of {list(MESH_ADFS)}: actual={adf!r} (the "
+                             "distance function of network.hard_constraint: 'potential' from a "
+                             "surface potential, 'blend' of the triangles within adf_radius)")
+        self.smooth = _LazyADF(self.triangles, adf, float(adf_radius))
         # a piece's own smooth distance (zero on its triangles only); the whole one for one part
         self.part_smooth = ((self.smooth,) if len(parts) == 1 else
-                            tuple(_LazyADF(tri, float(adf_radius)) for tri in self.part_triangles()))
+                            tuple(_LazyADF(tri, adf, float(adf_radius)) for tri in self.part_triangles()))
 
     def part_triangles(self) -> tuple[np.ndarray, ...]:
         """The triangles of each part, ``(T_k, 3, 3)``, in the order of `labels`."""
@@ -190,7 +212,8 @@ class TriangleMesh(AbstractShape):
 
     @staticmethod
     def from_file(path, scale: float = 1.0, name=None, names=None, coords=("x", "y", "z"),
-                  backend: str = "auto", adf_radius: float | None = None) -> TriangleMesh:
+                  backend: str = "auto", adf_radius: float | None = None,
+                  adf: str = DEFAULT_ADF) -> TriangleMesh:
         """Reads ``path`` (any format trimesh reads: STL, OBJ, PLY, OFF...), scaled by ``scale``."""
         import trimesh
 
@@ -231,7 +254,7 @@ class TriangleMesh(AbstractShape):
         m = trimesh.Trimesh(vertices, faces, process=True)  # what trimesh.load would give
         check_solid(m, what)
         return TriangleMesh(vertices * scale, faces, name, names, coords, backend, adf_radius,
-                            groups=groups, source=str(path))
+                            groups=groups, source=str(path), adf=adf)
 
     def surface(self):
         """``(vertices (V, 3), triangles (F, 3), part (F,), names)``: the surface with shared
@@ -367,18 +390,16 @@ class _LazyBVH:
 
 
 class _LazyADF:
-    """`pinnkit.geometry.mesh_adf.MeshADF` of ``triangles``, built on first use (its
-    table takes a second; only hard constraints need it)."""
+    """``MESH_ADFS[kind]`` of ``triangles``, built on first use (the blend's table takes a
+    second; only hard constraints need it)."""
 
-    def __init__(self, triangles: np.ndarray, radius: float):
-        self.triangles, self.radius = triangles, radius
+    def __init__(self, triangles: np.ndarray, kind: str, radius: float):
+        self.triangles, self.kind, self.radius = triangles, kind, radius
         self._adf = None
 
     def get(self):
         if self._adf is None:
-            from .mesh_adf import MeshADF
-
-            self._adf = MeshADF(self.triangles, self.radius)
+            self._adf = MESH_ADFS[self.kind](self.triangles, self.radius)
         return self._adf
 
 
