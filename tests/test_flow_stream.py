@@ -11,12 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import yaml
-from jax.sharding import PartitionSpec as P
 
 from pinnkit.diffops import Request, Taylor, jets
 from pinnkit.errors import ConfigError
 from pinnkit.nn.nets import build_mlp_network
-from pinnkit.parallel.mesh import make_mesh
 from pinnkit.problems.flow import incompressible_flow
 
 FLOWS = Path(__file__).resolve().parents[1] / "configs" / "flows"
@@ -107,24 +105,6 @@ def test_the_stream_velocity_rule_equals_nested_autodiff(x64):
         scale = float(jnp.max(jnp.abs(ref[r])))
         assert np.all(np.isfinite(np.asarray(ref[r]))) and scale > 0, r
         np.testing.assert_allclose(got[r], ref[r], rtol=0, atol=1e-12 * scale, err_msg=str(r))
-    # inside shard_map over 2 devices (the training's one code path; the lifting's
-    # univariate Taylor mode casts its operands to the points' varying axes there): the
-    # same rows, and the same gradient in the obstacle's constant (device-invariant: its
-    # cotangents summed over the devices by shard_map's transpose)
-    mesh = make_mesh(2)
-
-    def lap_sum(n, z):
-        rows = jax.vmap(lambda q: Taylor().derivatives(n, q, requests))(z)
-        return sum(jnp.sum(rows[r]) for r in requests if r.kind == "laplacian")
-
-    sharded = jax.jit(jax.shard_map(
-        lambda z: (jax.vmap(lambda q: Taylor().derivatives(net, q, requests))(z),
-                   eqx.filter_grad(lap_sum)(net, z).transform.levels),
-        mesh=mesh, in_specs=P("data"), out_specs=(P("data"), P())))(x)
-    for r in requests:
-        np.testing.assert_allclose(sharded[0][r], got[r], rtol=1e-13, atol=1e-13, err_msg=str(r))
-    whole = eqx.filter_jit(eqx.filter_grad(lap_sum))(net, x).transform.levels
-    np.testing.assert_allclose(sharded[1], whole, rtol=1e-12)
 
 
 def test_the_stream_velocity_refuses_what_it_cannot_impose():

@@ -5,9 +5,7 @@ the network's rows too, in three traces).
 
 - `of_point` equals the generic rule (float64, rtol 1e-12: both exact, summing the same
   terms) for first-order, Laplacian and mixed second- and third-order rows, along
-  coordinate axes and along free directions (the stochastic estimators' jets), on the 3-D ball-hole ADF
-  (third order by univariate Taylor mode and polarisation; by nested jvps where
-  `jax.experimental.jet` has no rule);
+  coordinate axes and along free directions (the stochastic estimators' jets), on the 3-D ball-hole ADF;
 - through the rule, a network with the DFG channel's no-slip constraint (three pieces,
   two outputs sharing them) has the derivatives of nested autodiff (rtol 1e-10), at
   interior points and next to the cylinder;
@@ -70,26 +68,6 @@ def test_of_point_equals_the_generic_rule(free, requests, f64):
     np.testing.assert_allclose(got.value, ref.value, rtol=1e-12)
     np.testing.assert_allclose(got.first, ref.first, rtol=1e-12)
     assert set(got.rest) == set(ref.rest) and ref.rest
-    for k in ref.rest:
-        np.testing.assert_allclose(got.rest[k], ref.rest[k], rtol=1e-12, atol=1e-14, err_msg=str(k))
-
-
-def test_of_point_third_order_by_nested_jvps_where_jet_has_no_rule(f64):
-    """A primitive without a rule in `jax.experimental.jet` (a product reduction) sends a
-    third-order plan to the nested `jax.jvp`s; the rows still equal the generic rule's."""
-    from jax.experimental import jet
-
-    def fn(x):
-        return jnp.stack([jnp.prod(jnp.sin(x) + 2.0), x[0] * jnp.prod(x[1:] ** 2)])
-
-    plan = jets.make_plan(THIRD)
-    x = jnp.asarray([0.55, -0.3, 0.7])
-    with pytest.raises(KeyError, match="reduce_prod"):
-        jet.jet(fn, (x,), ((x, x, x),))
-    x_jet = jets.input_jet(x, plan)
-    got = jax.jit(lambda j: jets.of_point(fn, j, plan))(x_jet)
-    ref = jax.jit(lambda j: jets.generic(fn, (j,), plan))(x_jet)
-    np.testing.assert_allclose(got.first, ref.first, rtol=1e-12)
     for k in ref.rest:
         np.testing.assert_allclose(got.rest[k], ref.rest[k], rtol=1e-12, atol=1e-14, err_msg=str(k))
 

@@ -20,16 +20,10 @@ input's higher rows (zero for the coordinates) cost nothing.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import itertools
-import math
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.experimental import jet
 from jaxtyping import Array
 
 from ._algebra import _COLLAPSED, Jet, Plan, select
@@ -46,10 +40,8 @@ def of_point(fn: Callable[[Array], Array], x_jet: Jet, plan: Plan) -> Jet:
     $\\sum_{a \\in S} D^2 f[v_a, v_a]$; a mixed partial $\\partial_{ab}$, $D^2 f[v_a, v_b]$;
     all from one trace. A plan of order $k > 2$ with mixed partials and Laplacians only
     (the third derivatives of a stream function) gets every $D^j f[v_{i_1}, \\dots,
-    v_{i_j}]$, $j \\le k$, by univariate Taylor mode along a few combinations of the
-    directions and polarisation (`_univariate`), or, where `jax.experimental.jet` lacks a
-    rule for one of ``fn``'s primitives, from $k$ nested `jax.jvp`s, each vmapped over the
-    directions (`_derivative_tensors`). The input must have no higher rows (the coordinates' jet,
+    v_{i_j}]$, $j \\le k$, from $k$ nested `jax.jvp`s, each vmapped over the directions
+    (`_derivative_tensors`). The input must have no higher rows (the coordinates' jet,
     `pinnkit.diffops._algebra.input_jet`, has none); otherwise, and for the collapsed rows of
     a bi-Laplacian, this is the generic rule.
     """
@@ -105,118 +97,11 @@ def _derivative_tensors(fn: Callable[[Array], Array], x: Array, dirs: Array, k: 
     return g(x)
 
 
-@contextlib.contextmanager
-def _jet_inside_shard_map():
-    """`jax.experimental.jet` (jax 0.10) inside `jax.shard_map`: its rules bind primitives
-    on their operands directly, so a constant's (device-invariant) zero series meets the
-    points' (device-varying) series and the varying-axes check refuses the operation;
-    and it has no rule for ``pvary``, the identity on values that `jnp` inserts where a
-    constant meets the points. For the time of a trace: ``pvary`` gets a rule (the cast of
-    the value and of its series), and every rule first casts all its operands to their
-    common varying axes (what `jnp` does for its own operations; outside `shard_map` there
-    are none and nothing changes).
-    """
-    from jax._src import core  # neither the primitive nor the cast has a public handle
-
-    saved = dict(jet.jet_rules)
-
-    def cast(rule):
-        def rule_on_common_axes(primals_in, series_in, **params):
-            leaves, tree = jax.tree_util.tree_flatten((primals_in, series_in))
-            return rule(*jax.tree_util.tree_unflatten(tree, core.auto_insert_reshard(*leaves)), **params)
-
-        return rule_on_common_axes
-
-    def pvary_rule(primals_in, series_in, *, axes):  # the cast of the value, its series alike
-        (x,), (terms,) = primals_in, series_in
-        # (the rules' casts can have made the value varying already: then it is the identity)
-        out = x if set(axes) <= core.typeof(x).mat.varying else core.pvary_p.bind(x, axes=axes)
-        return out, [core.auto_insert_reshard(t, out)[0] for t in terms]
-
-    jet.jet_rules.update({prim: cast(rule) for prim, rule in saved.items()})
-    if hasattr(core, "pvary_p") and core.pvary_p not in saved:
-        jet.jet_rules[core.pvary_p] = pvary_rule
-    try:
-        yield
-    finally:
-        jet.jet_rules.clear()
-        jet.jet_rules.update(saved)
-
-
-@functools.cache
-def _lattice(p: int, k: int) -> tuple[np.ndarray, tuple, tuple]:
-    """Directions and recovery matrices of `_univariate` for ``p`` directions, order ``k``:
-    the lattice, and per order $j$ the pseudo-inverse and the multi-indices of its rows.
-
-    The directions are the lattice $\\{c \\in \\mathbb N^p : |c| = k\\}$; along
-    $w = \\sum_i c_i v_i$, $D^j f[w, \\dots, w] = \\sum_{|\\alpha| = j}
-    \\binom{j}{\\alpha} c^\\alpha\\, T_\\alpha$ ($T_\\alpha$ the derivative with
-    multiplicity $\\alpha$ of each $v_i$). The lattice is unisolvent for homogeneous
-    polynomials of every degree $j \\le k$ (one of degree $j$ vanishing on it, times
-    $(\\sum_i c_i)^{k - j}$, is one of degree $k$ vanishing on it: zero), so each order's
-    system has full column rank, and its pseudo-inverse (numpy, float64, at trace time)
-    gives every $T_\\alpha$ exactly up to rounding."""
-    lattice = np.asarray([c for c in itertools.product(range(k + 1), repeat=p) if sum(c) == k], float)
-    alphas, recover = [], []
-    for j in range(1, k + 1):
-        al = tuple(a for a in itertools.product(range(j + 1), repeat=p) if sum(a) == j)
-        multinomial = [math.factorial(j) / math.prod(math.factorial(i) for i in a) for a in al]
-        m = np.stack([[n * np.prod(c ** np.asarray(a)) for n, a in zip(multinomial, al, strict=True)]
-                      for c in lattice])
-        alphas.append(al)
-        recover.append(np.linalg.pinv(m))
-    return lattice, tuple(recover), tuple(alphas)
-
-
-def _univariate(fn: Callable[[Array], Array], x: Array, dirs: Array,
-                k: int) -> Callable[[tuple[int, ...]], Array] | None:
-    """Univariate Taylor mode (`jax.experimental.jet`) along the lattice directions of
-    `_lattice`, vmapped, then each order's derivatives recovered by polarisation (a
-    constant matrix): $k$-th order Taylor arithmetic along a few directions instead of
-    $k$ nested `jax.jvp`s, which trace $2^k$ copies of the function (on the stream
-    function's lifting, order 3: 0.55x the compiled program's instructions, 0.4x its
-    compile time, 0.3x the evaluation). Returns ``entry(counts)``, the derivative with
-    ``counts[i]`` derivatives along row ``i`` of ``dirs`` (``()``: the value), or None
-    where `jax.experimental.jet` has no rule for one of ``fn``'s primitives."""
-    p = dirs.shape[0]
-    lattice, recover, alphas = _lattice(p, k)
-    w = jnp.asarray(lattice, dirs.dtype) @ dirs
-    pure = [int(np.argmax(c)) if c.max() == k else -1 for c in lattice]
-    zero = jnp.zeros_like(x)
-
-    def along(v):
-        value, series = jet.jet(fn, (x,), ((v, *([zero] * (k - 1))),))
-        return value, jnp.stack(series)
-
-    try:
-        with _jet_inside_shard_map():
-            value, series = jax.vmap(along, out_axes=(None, 1))(w)  # series: (k, directions, ...)
-    except (KeyError, NotImplementedError):  # a primitive without a rule in jax.experimental.jet
-        return None  # (any other error of fn's own is raised again by the nested jvps)
-
-    def entry(counts: tuple[int, ...]) -> Array:
-        if not counts:
-            return value
-        j = sum(counts)
-        if max(counts) == j:  # along one row v_i: read at the direction k v_i itself (a zero stays 0)
-            return series[j - 1, pure.index(counts.index(j))] / k**j
-        row = jnp.asarray(recover[j - 1][alphas[j - 1].index(counts)], series.dtype)
-        return jnp.tensordot(row, series[j - 1], axes=1)
-
-    return entry
-
-
 def _of_tensors(fn: Callable[[Array], Array], x: Array, dirs: Array, plan: Plan) -> Jet:
     """`of_point` for plans of order > 2 whose rows are partials and Laplacians."""
-    p = dirs.shape[0]
-    univariate = _univariate(fn, x, dirs, plan.order)
-    if univariate is None:
-        tensors = _derivative_tensors(fn, x, dirs, plan.order)
+    tensors = _derivative_tensors(fn, x, dirs, plan.order)
 
     def entry(axes) -> Array:
-        if univariate is not None:
-            idx = [plan.dirs.index(a) for a in axes]
-            return univariate(tuple(idx.count(i) for i in range(p)) if axes else ())
         t = tensors[len(axes)]
         for a in axes:
             t = t[plan.dirs.index(a)]
@@ -229,5 +114,4 @@ def _of_tensors(fn: Callable[[Array], Array], x: Array, dirs: Array, plan: Plan)
             rest[key] = jnp.sum(jnp.stack([entry((a, a)) for a in axes]), 0)
         else:
             rest[key] = entry(axes)
-    first = jnp.stack([entry((a,)) for a in plan.dirs])
-    return Jet(entry(()), first, rest)
+    return Jet(tensors[0], tensors[1], rest)
