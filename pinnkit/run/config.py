@@ -319,8 +319,7 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(t.eval_every >= 0, where, "train.eval_every", "expected an integer >= 0", t.eval_every)
     _check(0 <= t.seed < 2**32, where, "train.seed",
            "expected an integer from 0 to 4294967295 (2**32 - 1; larger seeds would wrap around "
-           "to the same key)",
-           t.seed)
+           "to the same key)", t.seed)
     _check(t.accumulate == "auto" or t.accumulate >= 1, where, "train.accumulate",
            "expected an integer >= 1 or 'auto'", t.accumulate)
     _check(t.time_windows >= 1, where, "train.time_windows", "expected an integer >= 1", t.time_windows)

@@ -92,13 +92,23 @@ def choose_accumulate(temp_bytes: int, batch: Mapping[str, int], cache: int | No
     return k
 
 
+def per_device_batch(run) -> dict[str, int]:
+    """Points (or observations) per device for each term, per step."""
+    n_dev = run.mesh.size if run.mesh is not None else 1
+    out = {}
+    for name, term in sorted(run.problem.terms.items()):
+        n = term.rows().shape[0] if term.where == "data" else run.sampler.batch[name]
+        out[name] = n // n_dev
+    return out
+
+
 def step_temp_bytes(loss, params, arrays, extra) -> int:
     """Temporaries of one step's value and gradient of ``loss`` (K = 1), by XLA's memory
     analysis of the compiled program (0 if the backend gives none)."""
     ctx = loss.context(extra, 0)
     grad = jax.jit(lambda p, a, c: loss.value_and_grad(p, jax.random.key(0), a, c))
     mem = grad.lower(params, arrays, ctx).compile().memory_analysis()
-    return int(getattr(mem, "temp_size_in_bytes", 0) or 0) if mem is not None else 0
+    return int(mem.temp_size_in_bytes) if mem is not None else 0
 
 
 def resolve_accumulate(run, accumulate, loss_at_one, params, arrays, extra, *,
@@ -110,8 +120,6 @@ def resolve_accumulate(run, accumulate, loss_at_one, params, arrays, extra, *,
         if isinstance(accumulate, bool) or not isinstance(accumulate, int):
             raise ConfigError(f"accumulate={accumulate!r}: expected an integer >= 1 or 'auto'")
         return accumulate
-    from .plan import per_device_batch
-
     platform = run.mesh.devices.ravel()[0].platform
     whole = any(ph.gauss_newton for ph in run.phases)
     cache = cache_bytes() if platform == "cpu" else None

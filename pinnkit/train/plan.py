@@ -12,20 +12,10 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..parallel.mesh import replicate
-from .accumulate import resolve_accumulate
+from .accumulate import per_device_batch, resolve_accumulate
 from .loss import make_loss
 from .spec import Run
 from .step import TrainState, chunk_args, init_extra, make_chunk, point_arrays, split_model, train_key
-
-
-def per_device_batch(run: Run) -> dict[str, int]:
-    """Points (or observations) per device for each term, per step."""
-    n_dev = run.mesh.size if run.mesh is not None else 1
-    out = {}
-    for name, term in sorted(run.problem.terms.items()):
-        n = term.rows().shape[0] if term.where == "data" else run.sampler.batch[name]
-        out[name] = n // n_dev
-    return out
 
 
 def check_accumulate(run: Run, accumulate: int) -> None:
