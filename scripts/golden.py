@@ -94,14 +94,10 @@ def _caches() -> str:
     same model name and flags rounded differently here (a 1-ulp change at step 1 of
     burgers_f64, 2026-12-06): the model number and caches, which matmul blocking can follow,
     are in the fingerprint since."""
-    out = []
-    for d in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level, kind, size = ((d / f).read_text().strip() for f in ("level", "type", "size"))
-        except OSError:
-            continue
-        out.append(f"L{level}{ {'Data': 'd', 'Instruction': 'i'}.get(kind, '')} {size}")
-    return " ".join(out)
+    from pinnkit.train.accumulate import cpu_caches
+
+    suffix = {"Data": "d", "Instruction": "i"}
+    return " ".join(f"L{level}{suffix.get(kind, '')} {size}" for level, kind, size in cpu_caches())
 
 
 def same_machine(recorded: dict, here: dict) -> bool:

@@ -41,16 +41,22 @@ GATE = 16  # temporaries over the cache below which K stays 1
 MIN_POINTS = 128  # points of the largest term per micro-batch, at least
 
 
+def cpu_caches(cpu_dir: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[tuple[str, str, str]]:
+    """``(level, type, size)`` of each cache of one core as Linux's sysfs writes them, e.g.
+    ``("2", "Unified", "2048K")``; empty where sysfs has none."""
+    out = []
+    for index in sorted(Path(cpu_dir).glob("index*")):
+        try:
+            out.append(tuple((index / f).read_text().strip() for f in ("level", "type", "size")))
+        except OSError:
+            continue
+    return out
+
+
 def cache_bytes(cpu_dir: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
     """Bytes of the level-2 cache of one core (Linux's sysfs), or None if not found.
     One core's: training runs one XLA thread per process here, and level 3 is shared."""
-    for index in sorted(Path(cpu_dir).glob("index*")):
-        try:
-            level = (index / "level").read_text().strip()
-            kind = (index / "type").read_text().strip()
-            size = (index / "size").read_text().strip()
-        except OSError:
-            continue
+    for level, kind, size in cpu_caches(cpu_dir):
         if level == "2" and kind in ("Unified", "Data"):
             scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:].upper(), 1)
             digits = size[:-1] if scale != 1 else size

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..parallel.mesh import replicate
-from .accumulate import per_device_batch, resolve_accumulate
+from .accumulate import AUTO, per_device_batch, resolve_accumulate
 from .loss import make_loss
 from .spec import Run
 from .step import TrainState, chunk_args, init_extra, make_chunk, point_arrays, split_model, train_key
@@ -61,8 +61,9 @@ def plan(run: Run, *, accumulate: int | str = 1, remat: str = "none", donate: bo
     params, static = split_model(run)
     n_params = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(params))
     arrays = point_arrays(run)
-    accumulate = resolve_accumulate(run, accumulate, make_loss(run, static, remat=remat),
-                                    replicate(params, run.mesh), arrays, init_extra(run))
+    if accumulate == AUTO:  # the K fit would choose (one extra compilation, CPU only)
+        accumulate = resolve_accumulate(run, accumulate, make_loss(run, static, remat=remat),
+                                        replicate(params, run.mesh), arrays, init_extra(run))
     check_accumulate(run, accumulate)
     loss = make_loss(run, static, accumulate=accumulate, remat=remat)
     ph = run.phases[0]
