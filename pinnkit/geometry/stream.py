@@ -46,6 +46,15 @@ chains' constants enter as $G = G_0 + \sum_c \ell_c W_c$, outside the differenti
 function, so the training's reverse pass does not go back through the lifting's
 derivatives.
 
+**Only the lifting a curl** (`CurlLifting`): $\mathbf u = \nabla^\perp G + (D/s)\,
+(N_u, N_v)$, the same $G$ and $D$, the network's velocity outputs times the distance
+factor as with the blended lifting of `pinnkit.geometry.DistanceDirichlet`. The lifting
+is divergence-free and carries the inflow's flux through every section (the blend's
+flux decays away from the inlet: a sink the network must cancel), the data are exact,
+and the network is differentiated to the residual's own order (the curl of the whole
+stream function differentiates it once more). Continuity stays a residual, for the
+network's part.
+
 Limits (refused with a clear message): a given velocity on a curved part must be zero
 (no-slip on a disk); 2-D shapes only.
 """
@@ -60,12 +69,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._constraint import AbstractFieldConstraint
+from .._constraint import AbstractFieldConstraint, AbstractHardConstraint
 from .._types import Point
 from ..diffops import Request, jets
 from . import batched
 from .base import AbstractShape
-from .distance import part_adf, side_point
+from .distance import affine_lifting_jet, part_adf, side_point
 
 GAUSS = 16  # Gauss-Legendre nodes per side for the stream function along it
 _NODES = 0.5 * (np.polynomial.legendre.leggauss(GAUSS)[0] + 1)  # on [0, 1]
@@ -160,6 +169,33 @@ class StreamVelocity(AbstractFieldConstraint):
         value, (dx, dy) = jax.vmap(lambda v: jax.jvp(psi_and_rest, (x,), (v,)), out_axes=(None, 0))(
             jnp.eye(2, dtype=x.dtype))
         return jnp.concatenate([jnp.stack([dy[0], -dx[0]]), value[1:]])
+
+
+class CurlLifting(AbstractHardConstraint):
+    """$(u, v) = \\nabla^\\perp G + (D/s)(y_0, y_1)$, the other outputs $y$'s own (module
+    docstring): affine in the network's output $y$, with the lifting and distance of
+    ``stream`` (whose chain constants stay trainable). Build it with `curl_lifting`."""
+
+    stream: StreamVelocity
+
+    def lifting(self, x: Point, m: int) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
+        """$(A, D)$ of $A + D\\,y$: $A = (\\partial_y G, -\\partial_x G, 0, \\dots)$,
+        $D = (D/s, D/s, 1, \\dots)$."""
+        (_, d), (grad, _) = jax.vmap(lambda e: jax.jvp(self.stream.lifting, (x,), (e,)),
+                                     out_axes=(None, 0))(jnp.eye(2, dtype=x.dtype))
+        rest = jnp.zeros((m - 2,), x.dtype)
+        return (jnp.concatenate([jnp.stack([grad[1], -grad[0]]), rest]),
+                jnp.concatenate([jnp.stack([d, d]), rest + 1]))
+
+    def __call__(self, x: Point, y: Float[Array, " m"]) -> Float[Array, " m"]:
+        a, d = self.lifting(x, y.shape[0])
+        return a + d * y
+
+
+@jets.taylor_rule(CurlLifting)
+def _curl_lifting_jet(cl: CurlLifting, x_jet: jets.Jet, y_jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+    # affine in y: G's derivatives one order up and D's along the input's rows only
+    return affine_lifting_jet(cl.lifting, x_jet, y_jet, plan)
 
 
 def _row_terms(key: jets.Row) -> tuple[tuple[int, ...], ...]:
@@ -303,3 +339,10 @@ def stream_velocity(shape: AbstractShape, data: Mapping[str, Callable | None], k
     first = StreamVelocity(shape, tuple(p for p in given if p.chain == 0), 1.0, plain.levels)
     start = [float(first.lifting(jnp.asarray(c, dtype))[0]) if first.given else 0.0 for c in centre_of[1:]]
     return StreamVelocity(shape, tuple(given), float(f"{d:.2g}"), jnp.asarray(start, dtype))
+
+
+def curl_lifting(shape: AbstractShape, data: Mapping[str, Callable | None],
+                 key: str = "hard_velocity") -> CurlLifting:
+    """A `CurlLifting` for the velocity ``data`` on ``shape`` (the arguments and limits of
+    `stream_velocity`)."""
+    return CurlLifting(stream_velocity(shape, data, key))

@@ -36,7 +36,7 @@ from ..errors import did_you_mean as _suggest
 from ..expr import ExprError, Resolver, Symbols, host_function, point_function
 from ..geometry.distance import DistanceDirichlet, normalised
 from ..geometry.domains import SpaceTime
-from ..geometry.stream import stream_velocity
+from ..geometry.stream import curl_lifting, stream_velocity
 from ..physics.flow import inscribed_circles
 from ..physics.problem import Problem
 from ..physics.terms import CircleFlux, Dirichlet, Equation
@@ -83,6 +83,15 @@ def fem_mesh_size(domain) -> float:
     return float(min(b - a for a, b in zip(lo, hi, strict=True))) / 40
 
 
+def _enforced(exact: tuple[str, ...], hard_velocity: str, terms: dict) -> tuple[str, ...]:
+    """The terms the hard constraint makes redundant: the given velocities', and with
+    ``stream`` continuity and the circles' flux too (a curl has no divergence: their
+    residuals are zero to rounding, yet each costs the network's jet at its points)."""
+    if hard_velocity != "stream":
+        return exact
+    return (*exact, *(t for t in ("continuity", "flux") if t in terms))
+
+
 def incompressible_flow(
     domain: Mapping,
     velocity: Mapping,
@@ -126,7 +135,12 @@ def incompressible_flow(
       constrained stream function (`pinnkit.geometry.stream.StreamVelocity`):
       divergence-free by construction, carrying the inflow's flux through every section,
       one trainable constant per obstacle; straight sides with any data and circles with
-      zero velocity.
+      zero velocity. It enforces ``continuity`` (and ``flux``) too: the builder drops them
+      with the given boundaries' terms, and their ``sampler.batch`` entries are unused.
+      ``"curl_lifting"`` (`pinnkit.geometry.stream.CurlLifting`): the same lifting's curl
+      plus the distance factor times the network's velocity; divergence-free lifting, the
+      network's part kept divergence-free by the ``continuity`` term, the network
+      differentiated to the residual's order only. Same limits as ``"stream"``.
     - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
       same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
       `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
@@ -187,15 +201,17 @@ def incompressible_flow(
         terms[b] = Dirichlet(b, ("u", "v"), values[b])
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
-    if hard_velocity not in ("all", "zero", "stream"):
+    if hard_velocity not in ("all", "zero", "stream", "curl_lifting"):
         raise ConfigError(f"{KEY}.hard_velocity: 'all' (every given velocity exact with "
-                          "network.hard_constraint), 'zero' (only the no-slip boundaries) or "
+                          "network.hard_constraint), 'zero' (only the no-slip boundaries), "
                           "'stream' (every given velocity exact, the velocity the curl of a stream "
-                          f"function); got {hard_velocity!r}.")
+                          "function) or 'curl_lifting' (every given velocity exact, the lifting a "
+                          f"curl); got {hard_velocity!r}.")
     exact = {b: g for b, g in values.items() if hard_velocity != "zero" or g is None}
-    if hard_velocity == "stream":
+    if hard_velocity in ("stream", "curl_lifting"):
+        build = stream_velocity if hard_velocity == "stream" else curl_lifting
         try:
-            hard = stream_velocity(dom, exact, key=f"{KEY}.hard_velocity")
+            hard = build(dom, exact, key=f"{KEY}.hard_velocity")
         except ValueError as e:
             raise ConfigError(f"{e}. Use hard_velocity: all (the default).") from None
     else:
@@ -222,6 +238,6 @@ def incompressible_flow(
             + (f"; outflow {', '.join(outflows)}" if outflows else ""))
     return Problem(
         dom, ("u", "v", "p"), terms, coeffs={"nu": visc}, reference=reference,
-        hard_constraint=hard, enforced=tuple(exact) if hard is not None else (),
+        hard_constraint=hard, enforced=_enforced(tuple(exact), hard_velocity, terms) if hard is not None else (),
         gauge={"p": "mean"} if closed else None, name=name, description=description or text,
     )
