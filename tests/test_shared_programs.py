@@ -3,8 +3,9 @@
 - A phase's `numbers` (learning rate, damping, tolerances: ``Config.numbers``) are
   arguments of its chunk, not constants in it; its `program` is everything else. Two
   ``natural_gradient`` phases at damping 1e-3 then 1e-4 (the shipped flows' recipe) have
-  one program; a different ``step_grid`` (a shape) or a tolerance set on one of them
-  only (a branch) makes another.
+  one program; a different ``step_grid`` (a shape), a tolerance set on one of them
+  only (a branch) or another scheduled learning rate (the schedule is built in Python)
+  makes another.
 - `fit` compiles the shared chunk once: the second phase's compile seconds in the
   result (``compile_s``, ``compile_cpu_s``: summary.json's) are exactly 0, the first's > 0.
 - The shared program reads the second phase's own numbers: a run interrupted in the
@@ -46,6 +47,11 @@ def test_numbers_and_programs_of_phases(x64):
     assert ng1.program != ng2.program  # a tolerance on one only: the stopping branch
     assert ng2.program != ng3.program  # another line-search grid: other shapes
     assert ng1.program != adam.program
+    decay = "schedule: {kind: exponential_decay, decay_steps: 5}"
+    _, a, b = _run(f"{{kind: adam, lr: 3.0e-3, steps: 6, {decay}}}",
+                   f"{{kind: adam, lr: 1.0e-3, steps: 6, {decay}}}").phases
+    assert a.numbers == b.numbers == {}  # a schedule is built from its numbers in Python
+    assert a.program != b.program and a.program != adam.program
 
 
 def _losses(res, phase=None):

@@ -144,10 +144,10 @@ class AbstractOptimizerPhase(AbstractPhase):
     """A phase whose state is that of one optax transformation, ``optimizer`` (every
     built-in kind): the fields, `init` and the numbers they share. Final subclasses
     declare the class attributes and implement `from_config` and `step`; `from_config`
-    passes the ``config`` it read and the ``coeff_lrs`` it used (a phase built without
-    a config has no numbers: its program is its own).
+    passes the ``options`` it read (its ``Config``) and the ``coeff_lrs`` it used (a
+    phase built without options has no numbers: its program is its own).
 
-    - `config`: the phase's ``Config``; its ``numbers`` (a tuple of option names)
+    - `options`: the phase's ``Config``; its ``numbers`` (a tuple of option names)
       are the options its step reads at run time.
     - `coeff_lrs`: ``((coefficient, lr), ...)`` given to `from_config`.
     - `horizon`: the phase's length where its step reads it (a schedule over the phase's
@@ -161,7 +161,7 @@ class AbstractOptimizerPhase(AbstractPhase):
     tol: float | None = None
     grad_tol: float | None = None
     learning_rate: float | Callable[[int], Array] | None = None
-    config: Any = eqx.field(static=True, default=None)
+    options: Any = eqx.field(static=True, default=None)
     coeff_lrs: tuple[tuple[str, float], ...] = eqx.field(static=True, default=())
     horizon: int | None = eqx.field(static=True, default=None)
 
@@ -170,22 +170,22 @@ class AbstractOptimizerPhase(AbstractPhase):
 
     @property
     def numbers(self) -> dict[str, float]:
-        cfg = self.config
+        cfg = self.options
         if cfg is None:
             return {}
         return {k: float(getattr(cfg, k)) for k in cfg.numbers if getattr(cfg, k) is not None}
 
     @property
     def program(self) -> Hashable:
-        if self.config is None:
+        if self.options is None:
             return (type(self), id(self))
-        blank = dataclasses.replace(self.config, steps=None, **dict.fromkeys(self.numbers, 0.0))
+        blank = dataclasses.replace(self.options, steps=None, **dict.fromkeys(self.numbers, 0.0))
         return (type(self), repr(blank), self.coeff_lrs, self.horizon)
 
     def at(self, numbers):
         if not numbers:
             return self
-        cfg = dataclasses.replace(self.config, **numbers)
+        cfg = dataclasses.replace(self.options, **numbers)
         return self.from_config(cfg, self.start, self.steps, dict(self.coeff_lrs))
 
 

@@ -60,7 +60,7 @@ class LbfgsPhase(AbstractOptimizerPhase):
         # optax's zoom line search, the loss traced once in it (`pinnkit.optim.linesearch`)
         ls = zoom_linesearch(cfg.max_linesearch_steps)
         opt = clipped(optax.lbfgs(memory_size=cfg.memory, linesearch=ls), cfg.clip_norm)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, config=cfg)
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, options=cfg)
 
     def step(self, loss, params, state, key, arrays, ctx):
         params, state, total, aux, grads = line_search_update(self.optimizer, loss, params, state,

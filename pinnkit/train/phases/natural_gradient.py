@@ -115,7 +115,7 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
         else:
             opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard)
         horizon = None if cfg.step_size is None else cfg.schedule.horizon(steps)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, rows=cfg.uses_rows, config=cfg,
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, rows=cfg.uses_rows, options=cfg,
                    horizon=horizon)
 
     def step(self, loss, params, state, key, arrays, ctx):

@@ -185,7 +185,7 @@ class AbstractOptaxPhase(AbstractOptimizerPhase):
         own |= {f"coeff:{k}": optax.set_to_zero() for k in cfg.freeze}
         if own:
             opt = per_coefficient({"net": opt, **own}, set(coeff_lrs) | set(cfg.freeze))
-        return cls(start, steps, opt, learning_rate=net_rate, config=cfg,
+        return cls(start, steps, opt, learning_rate=net_rate, options=cfg,
                    coeff_lrs=tuple(sorted(coeff_lrs.items())), horizon=cfg.schedule.horizon(steps))
 
     def step(self, loss, params, state, key, arrays, ctx):

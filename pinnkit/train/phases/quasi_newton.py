@@ -103,7 +103,7 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
         make = ssbroyden if cfg.kind == "ssbroyden" else ssbfgs
         opt = make(cfg.max_linesearch_steps, slope_rtol=cfg.slope_rtol, curv_rtol=cfg.curv_rtol,
                    max_memory_bytes=limit)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, config=cfg)
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, options=cfg)
 
     def step(self, loss, params, state, key, arrays, ctx):
         # the loss at params is the line search loop's first evaluation: one loss in the program
