@@ -69,6 +69,7 @@ from pinnkit.train.accumulate import cache_bytes, resolve_accumulate, step_temp_
 from pinnkit.train.loss import make_loss  # noqa: E402
 from pinnkit.train.step import (  # noqa: E402
     TrainState,
+    chunk_args,
     init_extra,
     make_chunk,
     point_arrays,
@@ -161,7 +162,8 @@ def pinnkit_step(problem: str, method: str, chunk: int, accumulate: int = 1):
     phase = run.phases[0]
     state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
     chunk_fn = make_chunk(make_loss(run, static, accumulate=accumulate), phase, chunk, jax.random.key(2))
-    return (lambda arrays, state: chunk_fn(arrays, state)[1]["loss"]), chunk_fn, (point_arrays(run), state)
+    args = chunk_args(phase, run.dtype, chunk)
+    return (lambda *a: chunk_fn(*a)[1]["loss"]), chunk_fn, (point_arrays(run), state, *args)
 
 
 def floor_step(problem: str, chunk: int, blocks: int = 1):
@@ -210,7 +212,8 @@ def config_step(path: str, chunk: int, accumulate: int):
     state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32), init_extra(run)),
                       run.mesh)
     fn = make_chunk(make_loss(run, static, accumulate=accumulate), phase, chunk, train_key(run), run=run)
-    return (lambda arrays, state: fn(arrays, state)[1]["loss"]), (point_arrays(run), state)
+    args = chunk_args(phase, run.dtype, chunk)
+    return (lambda arrays, state: fn(arrays, state, *args)[1]["loss"]), (point_arrays(run), state)
 
 
 def config_rates(paths: list[str], ks: list[int], chunk: int, repeats: int, auto: bool = False) -> None:

@@ -35,6 +35,10 @@ try:
     from pinnkit.train.step import TrainState, make_chunk, point_arrays, split_model
 except ImportError:  # the layout before the training redesign
     from pinnkit.train.loop import TrainState, make_chunk, make_loss, point_arrays, split_model
+try:  # the chunk's arguments after (arrays, state): the phase's numbers (issue 32) and more
+    from pinnkit.train.step import chunk_args
+except ImportError:  # before them: none for a first-order phase
+    chunk_args = None
 
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -54,8 +58,9 @@ def fingerprints(problem: str, chunk: int = 50) -> tuple[str, str]:
     phase = run.phases[0]
     init = phase.init if hasattr(phase, "init") else phase.optimizer.init  # old Phase: no init
     state = replicate(TrainState(params, init(params), jnp.asarray(0, jnp.int32)), run.mesh)
+    args = () if chunk_args is None else chunk_args(phase, run.dtype, chunk)
     lowered = make_chunk(make_loss(run, static), phase, chunk, jax.random.key(2)).lower(
-        point_arrays(run), state)
+        point_arrays(run), state, *args)
     optimised = without_locations(lowered.compile().compiled.as_text())
     digest = lambda text: hashlib.sha256(text.encode()).hexdigest()[:16]  # noqa: E731
     return digest(lowered.as_text()), digest(optimised)

@@ -11,7 +11,7 @@ import yaml
 from pinnkit.run.build import build_run
 from pinnkit.run.config import from_dict
 from pinnkit.train.loss import make_loss
-from pinnkit.train.step import TrainState, init_extra, make_chunk, point_arrays, split_model, train_key
+from pinnkit.train.step import TrainState, chunk_args, init_extra, make_chunk, point_arrays, split_model, train_key
 
 
 def _config(domain, fields, equations, conditions, batch, hard=True):
@@ -34,7 +34,7 @@ def _lower_step(cfg):
     ph = run.phases[0]
     state = TrainState(params, ph.init(params), jnp.asarray(0, jnp.int32), init_extra(run))
     chunk = make_chunk(make_loss(run, static), ph, 1, train_key(run), run=run)
-    chunk.lower(point_arrays(run), state)
+    chunk.lower(point_arrays(run), state, *chunk_args(ph, run.dtype, 1))
     return run
 
 

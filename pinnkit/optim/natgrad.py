@@ -61,7 +61,7 @@ class SafeguardedState(NamedTuple):
     damping_scale: Array
 
 
-def natural_gradient(damping: float = 1e-10, grid: int = 20,
+def natural_gradient(damping: float | Array = 1e-10, grid: int = 20,
                      safeguard: bool = False) -> optax.GradientTransformationExtraArgs:
     """The damped Gauss-Newton step with a grid line search (module docstring).
 
@@ -71,7 +71,8 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20,
     ``params``; with ``safeguard`` (and ``value`` given) a step that does not lower it is
     rejected (module docstring), else the grid's best step is always taken.
     """
-    if damping < 0 or grid < 1:
+    # numbers are checked here; arrays (a training phase's traced inputs) by the phase's config
+    if grid < 1 or (isinstance(damping, int | float) and damping < 0):
         raise ValueError(f"need damping >= 0 and grid >= 1: actual=({damping}, {grid})")
 
     def init(params):
@@ -89,7 +90,7 @@ def natural_gradient(damping: float = 1e-10, grid: int = 20,
         scale = damping  # the plain method; the safeguard multiplies it by mu (1 until a rejection)
         if safeguard:  # escalations need a base also when damping is 0
             mu = state.damping_scale
-            scale = jnp.where(mu > 1, max(damping, 1e-10), damping) * mu
+            scale = jnp.where(mu > 1, jnp.maximum(damping, 1e-10), damping) * mu
         lam = scale * jnp.trace(gramian) / n
         factor = jax.scipy.linalg.cho_factor(gramian + lam * jnp.eye(n, dtype=flat.dtype))
         d = -jax.scipy.linalg.cho_solve(factor, g)

@@ -153,11 +153,11 @@ class WoodburyState(NamedTuple):
 
 
 def woodbury_natural_gradient(
-    damping: float = 1e-10,
+    damping: float | Array = 1e-10,
     grid: int = 20,
     solver: str = "auto",
     momentum: float = 0.0,
-    learning_rate: float | optax.Schedule | None = None,
+    learning_rate: float | Array | optax.Schedule | None = None,
     mesh: Mesh | None = None,
     axis_name: str = "data",
 ) -> optax.GradientTransformationExtraArgs:
@@ -182,13 +182,14 @@ def woodbury_natural_gradient(
     - `learning_rate`: the fixed step $\\eta$ or a schedule $k \\mapsto \\eta_k$ (None:
       the line search).
     """
-    if damping < 0 or grid < 1:
+    # numbers are checked here; arrays (a training phase's traced inputs) by the phase's config
+    if grid < 1 or (isinstance(damping, int | float) and damping < 0):
         raise ValueError(f"need damping >= 0 and grid >= 1: actual=({damping}, {grid})")
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}: actual={solver!r}")
     if not 0.0 <= momentum < 1.0:
         raise ValueError(f"need 0 <= momentum < 1: actual={momentum}")
-    if learning_rate is not None and not callable(learning_rate) and not learning_rate > 0:
+    if isinstance(learning_rate, int | float) and not learning_rate > 0:
         raise ValueError(f"need learning_rate > 0: actual={learning_rate}")
     def solve(jac, res, previous, axis_name=None):
         return natural_gradient_direction(jac, res, damping=damping, solver=solver,

@@ -1,8 +1,9 @@
 """Training: `fit`, the host loop around the compiled chunks (`pinnkit.train.step`).
 
 For each phase of the run, chunks of ``run.chunk`` steps are compiled once (ahead of
-time: a ``compiling ...`` line says how long it took, and rates exclude it) and run one
-after another; between chunks the host logs (``metrics.jsonl``), checks the losses,
+time: a ``compiling ...`` line says how long it took, and rates exclude it; a later phase
+with the same program, `pinnkit.train.step.chunk_program`, runs them with its own numbers
+and compiles nothing) and run one after another; between chunks the host logs (``metrics.jsonl``), checks the losses,
 evaluates, checkpoints, and looks at signals and the clock. The step key is
 ``fold_in(train_key, step)``, so a resumed run follows the uninterrupted trajectory.
 
@@ -56,6 +57,7 @@ from .step import (
     TrainState,
     bounded,
     chunk_args,
+    chunk_program,
     init_extra,
     make_chunk,
     make_redraw,
@@ -293,6 +295,9 @@ def fit(
     history: list[dict] = []
     result = RESULTS.successful
     names, compile_s, compile_cpu_s, first_compile_s = phase_names(run), {}, {}, None
+    # compiled chunks by program (`chunk_program`), then by size: phases that differ only in
+    # numbers (`AbstractPhase.numbers`, arguments of the chunk) share them
+    programs: dict[tuple, dict[int, Callable]] = {}
     timed_steps, timed_s = 0, 0.0
     next_ckpt = next_multiple(step, run.checkpoint_every)
     next_eval = next_multiple(step, run.eval_every)
@@ -342,13 +347,16 @@ def fit(
             state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32), extra),
                               run.mesh)
             phase_of_state = pi
-            chunks: dict[int, Callable] = {}
             last = nan_loss(run.dtype)  # the previous step's loss, for a phase's tolerance
             met = False
             per_step = None  # wall seconds per step of the phase's last chunk (max_chunk_s)
             entered = step  # chunks of a bounded phase end on the grid of run.chunk steps from here
             # adaptive point sets redrawn between chunks: each chunk's program without them
             between, redraw = redraw_between_chunks(run, ph, step, run.chunk), None
+            chunks = programs.setdefault(chunk_program(run, ph, redraw=not between), {})
+            if chunks:  # an earlier phase's programs: this phase compiles nothing for them
+                compile_s.setdefault(names[pi], 0.0)
+                compile_cpu_s.setdefault(names[pi], 0.0)
             while step < ph.end:
                 if agree_any(should_stop()):  # every process stops at the same step
                     result = RESULTS.interrupted

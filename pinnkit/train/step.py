@@ -211,7 +211,7 @@ def _met(phase: AbstractPhase, m: dict, last) -> jax.Array:
 
 def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run | None = None,
                donate: bool = False, redraw: bool = True) -> Callable:
-    """``chunk(arrays, state) -> (state, metrics)``: ``n_steps`` steps of ``phase`` in one
+    """``chunk(arrays, state, numbers) -> (state, metrics)``: ``n_steps`` steps of ``phase`` in one
     dispatch (``key``: `train_key`). ``metrics`` holds per-step ``loss``, ``terms`` (term
     losses), and when present ``weights`` (adaptive loss weights), ``causal`` (slice
     weights) and what the phase adds (``step_size``, ``grad_norm``), leading axis
@@ -221,8 +221,12 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
     ``donate`` the input state's buffers are reused for the output (the caller must not
     touch the input state afterwards).
 
+    The chunk takes the phase's `numbers` (`chunk_args`) as arrays: its program is traced
+    with ``phase.at(numbers)``, so that a phase with the same `chunk_program` runs on it
+    with its own numbers.
+
     A phase with a tolerance or a line search (`bounded`) makes ``chunk(arrays, state,
-    last, limit)`` with ``last`` the loss of the step before (NaN: none) and ``limit`` the
+    numbers, last, limit)`` with ``last`` the loss of the step before (NaN: none) and ``limit`` the
     most steps to take (``<= n_steps``; a traced integer, so that a shorter chunk runs on
     the same program: the host loop shortens chunks that would outlast a signal's grace
     period), and adds ``metrics["active"]``: False for the steps after the tolerance was
@@ -238,14 +242,15 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
                         points=redraw)
              if run is not None else None)
 
-    def one_step(arrays, state: TrainState):
+    def one_step(arrays, state: TrainState, numbers):
         # held for `every` steps: the points it draws (`Sampler`), and its other draws
         key_s = step_key(loss, key, state.step)
         extra = state.extra
         if adapt is not None:
             extra = adapt(state.params, key_s, arrays, extra, state.step)
         ctx = loss.context(extra, state.step)
-        params, opt_state, metrics = phase.step(loss, state.params, state.opt_state, key_s, arrays, ctx)
+        params, opt_state, metrics = phase.at(numbers).step(loss, state.params, state.opt_state,
+                                                            key_s, arrays, ctx)
         if "weights" in extra:
             metrics["weights"] = extra["weights"]
         return TrainState(params, opt_state, state.step + 1, extra), metrics
@@ -253,8 +258,8 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
     jit = eqx.filter_jit(donate="all-except-first" if donate else "none")
     if not bounded(phase):
         @jit
-        def chunk(arrays, state: TrainState):
-            return jax.lax.scan(lambda s, _: one_step(arrays, s), state, None, length=n_steps)
+        def chunk(arrays, state: TrainState, numbers):
+            return jax.lax.scan(lambda s, _: one_step(arrays, s, numbers), state, None, length=n_steps)
 
         return chunk
 
@@ -264,8 +269,8 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
     step_once = jax.jit(one_step)
 
     @jit
-    def stopping_chunk(arrays, state: TrainState, last, limit):
-        shapes = jax.eval_shape(step_once, arrays, state)[1]
+    def stopping_chunk(arrays, state: TrainState, numbers, last, limit):
+        shapes = jax.eval_shape(step_once, arrays, state, numbers)[1]
         idle = jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype)
                                       if jnp.issubdtype(s.dtype, jnp.inexact)
                                       else jnp.zeros(s.shape, s.dtype), shapes)
@@ -275,8 +280,8 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
             done = done | (i >= limit)
 
             def take(state):
-                new, m = step_once(arrays, state)
-                return new, m, _met(phase, m, last)
+                new, m = step_once(arrays, state, numbers)
+                return new, m, _met(phase.at(numbers), m, last)
 
             new, m, met = jax.lax.cond(done, lambda s: (s, idle, jnp.ones((), bool)), take, state)
             m = dict(m, active=~done)
@@ -303,8 +308,20 @@ def bounded(phase: AbstractPhase) -> bool:
 
 def chunk_args(phase: AbstractPhase, dtype, n_steps: int, last=None, limit: int | None = None) -> tuple:
     """The arguments after ``(arrays, state)`` of ``phase``'s ``n_steps``-step chunk:
-    none, or ``(last, limit)`` for a `bounded` phase (defaults: no previous loss, the
-    whole chunk)."""
+    ``(numbers,)``, the phase's `numbers` as arrays of ``dtype``, or ``(numbers, last,
+    limit)`` for a `bounded` phase (defaults: no previous loss, the whole chunk)."""
+    numbers = {k: np.asarray(v, dtype) for k, v in phase.numbers.items()}
     if not bounded(phase):
-        return ()
-    return (nan_loss(dtype) if last is None else last, np.int32(n_steps if limit is None else limit))
+        return (numbers,)
+    return (numbers, nan_loss(dtype) if last is None else last, np.int32(n_steps if limit is None else limit))
+
+
+def chunk_program(run: Run, phase: AbstractPhase, redraw: bool = True) -> tuple:
+    """What the program of ``make_chunk(loss, phase, n, key, run=run, redraw=redraw)``
+    depends on besides ``n`` and the phase's `numbers` (a chunk's arguments): equal for
+    two phases of ``run`` whose chunks of ``n`` steps can run on one compiled program
+    (`AbstractPhase.program`, and whether the adaptive point sets' redraw is in it:
+    `make_adapt`)."""
+    ad = run.adaptive
+    redraws = ad is not None and redraw and (ad.until_step is None or phase.start < ad.until_step)
+    return (phase.program, redraws)

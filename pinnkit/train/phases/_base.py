@@ -20,11 +20,20 @@ A phase is an equinox Module in the abstract-or-final pattern. What the scanned 
 ``init(params)`` gives the optimiser state (the layout stored in checkpoints);
 ``step(loss, params, state, key, arrays, ctx)`` one update and the step's metrics
 (``loss`` and ``terms`` measured before the update, plus what the phase adds).
+
+Numbers and programs: the options a compiled step reads as run-time inputs are the
+phase's ``numbers`` (its ``Config`` declares their names, ``Config.numbers``: learning
+rate, damping, tolerances...); everything else the step depends on is its ``program``.
+The training loop compiles a chunk once per ``program`` and passes each phase's numbers
+as arguments (`pinnkit.train.step.make_chunk` traces the step of ``phase.at(numbers)``),
+so that two phases that differ only in numbers (``natural_gradient`` at damping 1e-3,
+then 1e-4) share one compiled program.
 """
 
 
 import abc
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -113,21 +122,71 @@ class AbstractPhase(eqx.Module):
         **Returns:** a `StepResult` ``(params, state, metrics)``.
         """
 
+    @property
+    @abc.abstractmethod
+    def numbers(self) -> dict[str, float]:
+        """The options the compiled step reads at run time, by name (a float each; the
+        unset ones, None, are part of the `program`)."""
+
+    @property
+    @abc.abstractmethod
+    def program(self) -> Hashable:
+        """What the compiled step depends on besides `numbers` (not ``start``): phases
+        with equal programs run one compiled chunk, each with its own numbers."""
+
+    @abc.abstractmethod
+    def at(self, numbers: dict[str, Any]) -> "AbstractPhase":
+        """The phase with ``numbers`` (arrays: traced inputs of a chunk) in place of its
+        own `numbers`, for tracing its step."""
+
 
 class AbstractOptimizerPhase(AbstractPhase):
     """A phase whose state is that of one optax transformation, ``optimizer`` (every
-    built-in kind): the fields and `init` they share. Final subclasses declare the
-    class attributes and implement `from_config` and `step`."""
+    built-in kind): the fields, `init` and the numbers they share. Final subclasses
+    declare the class attributes and implement `from_config` and `step`; `from_config`
+    passes the ``options`` it read (its ``Config``) and the ``coeff_lrs`` it used (a
+    phase built without options has no numbers: its program is its own).
+
+    - `options`: the phase's ``Config``; its ``numbers`` (a tuple of option names)
+      are the options its step reads at run time.
+    - `coeff_lrs`: ``((coefficient, lr), ...)`` given to `from_config`.
+    - `horizon`: the phase's length where its step reads it (a schedule over the phase's
+      steps), else None; part of the program.
+    """
 
     start: int = eqx.field(static=True)
     steps: int = eqx.field(static=True)
     optimizer: optax.GradientTransformation = eqx.field(static=True)
-    tol: float | None = eqx.field(static=True, default=None)
-    grad_tol: float | None = eqx.field(static=True, default=None)
-    learning_rate: float | Callable[[int], Array] | None = eqx.field(static=True, default=None)
+    # numbers: arrays in a traced step (`at`), so not static
+    tol: float | None = None
+    grad_tol: float | None = None
+    learning_rate: float | Callable[[int], Array] | None = None
+    options: Any = eqx.field(static=True, default=None)
+    coeff_lrs: tuple[tuple[str, float], ...] = eqx.field(static=True, default=())
+    horizon: int | None = eqx.field(static=True, default=None)
 
     def init(self, params):
         return self.optimizer.init(params)
+
+    @property
+    def numbers(self) -> dict[str, float]:
+        cfg = self.options
+        if cfg is None:
+            return {}
+        return {k: float(getattr(cfg, k)) for k in cfg.numbers if getattr(cfg, k) is not None}
+
+    @property
+    def program(self) -> Hashable:
+        if self.options is None:
+            return (type(self), id(self))
+        blank = dataclasses.replace(self.options, steps=None, **dict.fromkeys(self.numbers, 0.0))
+        return (type(self), repr(blank), self.coeff_lrs, self.horizon)
+
+    def at(self, numbers):
+        if not numbers:
+            return self
+        cfg = dataclasses.replace(self.options, **numbers)
+        return self.from_config(cfg, self.start, self.steps, dict(self.coeff_lrs))
 
 
 def positive_or_null(cfg, keys: tuple[str, ...]) -> list[tuple[str, str, object]]:

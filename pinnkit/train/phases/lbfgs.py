@@ -37,6 +37,8 @@ class LbfgsConfig:
         bad = [(k, msg, v) for k, ok, msg, v in checks if not ok]
         return bad + positive_or_null(self, ("clip_norm", "tol", "grad_tol"))
 
+    numbers = ("clip_norm", "tol", "grad_tol")  # read at run time (`AbstractPhase.numbers`)
+
     def state_words(self, n_params: int, rows: int) -> float:
         """Words of optimiser state (the memory plan): ``memory`` pairs of parameter vectors."""
         return 2.0 * self.memory * n_params
@@ -58,7 +60,7 @@ class LbfgsPhase(AbstractOptimizerPhase):
         # optax's zoom line search, the loss traced once in it (`pinnkit.optim.linesearch`)
         ls = zoom_linesearch(cfg.max_linesearch_steps)
         opt = clipped(optax.lbfgs(memory_size=cfg.memory, linesearch=ls), cfg.clip_norm)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol)
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, options=cfg)
 
     def step(self, loss, params, state, key, arrays, ctx):
         params, state, total, aux, grads = line_search_update(self.optimizer, loss, params, state,

@@ -59,6 +59,13 @@ class NaturalGradientConfig:
     grad_tol: float | None = None
 
     @property
+    def numbers(self) -> tuple[str, ...]:
+        """The options the compiled step reads at run time (`AbstractPhase.numbers`): the
+        damping, the tolerances, and the fixed step unless a schedule is built from it
+        (``momentum`` chooses the solve: part of the program)."""
+        return ("damping", "tol", "grad_tol", *(("step_size",) if self.schedule.kind == "constant" else ()))
+
+    @property
     def uses_rows(self) -> bool:
         """Whether the step runs on the residual rows (`woodbury_natural_gradient`)
         rather than the Gramian of the plain method."""
@@ -107,7 +114,9 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
                                             momentum=cfg.momentum, learning_rate=eta)
         else:
             opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, rows=cfg.uses_rows)
+        horizon = None if cfg.step_size is None else cfg.schedule.horizon(steps)
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, rows=cfg.uses_rows, options=cfg,
+                   horizon=horizon)
 
     def step(self, loss, params, state, key, arrays, ctx):
         value_fn = lambda p: loss.value(p, key, arrays, ctx)  # noqa: E731

@@ -42,6 +42,12 @@ class ScheduleConfig:
         ]
         return [(f"schedule.{k}", msg, v) for k, ok, msg, v in checks if not ok]
 
+    def horizon(self, steps: int) -> int | None:
+        """``steps``, the phase's length, where the schedule reads it (a cosine, a
+        warm-up), else None (`AbstractOptimizerPhase.horizon`)."""
+        reads = self.kind in ("cosine", "warmup_cosine") or self.warmup_steps > 0
+        return steps if reads else None
+
 
 @dataclass(frozen=True)
 class GradientConfig:
@@ -64,6 +70,12 @@ class GradientConfig:
         if len(set(self.freeze)) != len(self.freeze):
             bad.append(("freeze", "expected distinct coefficient names", list(self.freeze)))
         return bad + self.schedule.problems() + positive_or_null(self, ("clip_norm",))
+
+    @property
+    def numbers(self) -> tuple[str, ...]:
+        """The options the compiled step reads at run time (`AbstractPhase.numbers`): the
+        clipping norm, and the learning rate unless a schedule is built from it."""
+        return ("clip_norm", *(("lr",) if self.schedule.kind == "constant" else ()))
 
     def state_words(self, n_params: int, rows: int) -> float:
         """Words of optimiser state for ``n_params`` parameters (the memory plan): two
@@ -173,7 +185,8 @@ class AbstractOptaxPhase(AbstractOptimizerPhase):
         own |= {f"coeff:{k}": optax.set_to_zero() for k in cfg.freeze}
         if own:
             opt = per_coefficient({"net": opt, **own}, set(coeff_lrs) | set(cfg.freeze))
-        return cls(start, steps, opt, learning_rate=net_rate)
+        return cls(start, steps, opt, learning_rate=net_rate, options=cfg,
+                   coeff_lrs=tuple(sorted(coeff_lrs.items())), horizon=cfg.schedule.horizon(steps))
 
     def step(self, loss, params, state, key, arrays, ctx):
         (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)

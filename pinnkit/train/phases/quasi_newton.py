@@ -56,6 +56,9 @@ class SelfScaledConfig:
         bad = [(k, msg, v) for k, ok, msg, v in checks if not ok]
         return bad + positive_or_null(self, ("max_memory_gib", "tol", "grad_tol"))
 
+    # read at run time (`AbstractPhase.numbers`); the line search's constants are compiled in
+    numbers = ("tol", "grad_tol")
+
     def state_words(self, n_params: int, rows: int) -> float:
         """Words of optimiser state (the memory plan): the $P \\times P$ inverse Hessian
         plus the line search's vectors (iterate, gradient, direction: a few $P$)."""
@@ -100,7 +103,7 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
         make = ssbroyden if cfg.kind == "ssbroyden" else ssbfgs
         opt = make(cfg.max_linesearch_steps, slope_rtol=cfg.slope_rtol, curv_rtol=cfg.curv_rtol,
                    max_memory_bytes=limit)
-        return cls(start, steps, opt, cfg.tol, cfg.grad_tol)
+        return cls(start, steps, opt, cfg.tol, cfg.grad_tol, options=cfg)
 
     def step(self, loss, params, state, key, arrays, ctx):
         # the loss at params is the line search loop's first evaluation: one loss in the program
