@@ -15,7 +15,13 @@ once, then read from the cache). Prints, for the run and for the reference:
   the same on every ring is a property of its field away from the wall, not of the
   force integral;
 - the volume flux through sections of the channel, and the divergence integrated over
-  rings next to the cylinder, above and below it: mass the network loses at the wall.
+  rings next to the cylinder, above and below it: mass the network loses at the wall;
+- the channel's y-momentum budget: for a solution the lift equals
+  $\int (p_\text{bottom} - p_\text{top})\,dx - \nu\int \partial_x v\,dy|_\text{inlet}
+  - \int (u v - \nu \partial_x v)\,dy|_\text{outlet}$ (the y-momentum equation
+  integrated over the fluid; the walls' viscous normal stress is 0 by continuity). Printed
+  by stretches of the walls; a run's sum less its lift is its y-momentum residual
+  integrated over the whole channel, which the mean-square loss does not control.
 """
 
 from __future__ import annotations
@@ -121,6 +127,25 @@ def main() -> int:
     for r0, r1 in ((radius, 0.051), (0.051, 0.055), (0.055, 0.07), (0.07, 0.15)):
         up, down = _ring_integral(div, center, r0, r1)
         print(f"  {r0:.3f}..{r1:.3f}: {up:+.3e} / {down:+.3e}")
+
+    edges = (0.0, 0.1, 0.15, 0.25, 0.3, 0.5, 1.0, 1.5, dfg.LENGTH)
+    print("y-momentum budget in c_L units: int (p_bottom - p_top) dx over the wall stretches; "
+          "the inlet's and outlet's terms; their sum (a solution's lift)")
+    y, wy = dfg.gauss_legendre(64, 0.0, dfg.HEIGHT)
+    d = 1e-4  # the hard constraint's kink on the inlet: dv/dx from just inside, 2 J(d) - J(2d)
+    for name, pred, jac in (("run", run, run.jacobian), ("FEM", fem.evaluate, fem_jacobian)):
+        walls = []
+        for a, b in zip(edges[:-1], edges[1:]):
+            x, wx = dfg.gauss_legendre(64, a, b)
+            p = [np.asarray(pred(np.stack([x, np.full_like(x, yw)], 1)))[:, 2] for yw in (0.0, dfg.HEIGHT)]
+            walls.append(float((wx * (p[0] - p[1])).sum()) * scale)
+        dvdx = [np.asarray(jac(np.stack([np.full_like(y, x), y], 1)))[:, 1, 0] for x in (d, 2 * d, dfg.LENGTH)]
+        inlet = -nu * float((wy * (2 * dvdx[0] - dvdx[1])).sum()) * scale
+        out = np.asarray(pred(np.stack([np.full_like(y, dfg.LENGTH), y], 1)))
+        outlet = -float((wy * (out[:, 0] * out[:, 1] - nu * dvdx[2])).sum()) * scale
+        print(f"  {name}: " + " ".join(f"[{a:.2f}, {b:.2f}] {w:+.5f}" for a, b, w in zip(edges[:-1], edges[1:], walls)))
+        print(f"       walls {sum(walls):+.5f}  inlet {inlet:+.5f}  outlet {outlet:+.5f}  "
+              f"sum {sum(walls) + inlet + outlet:+.5f}")
     return 0
 
 
