@@ -13,7 +13,7 @@ import pytest
 from scipy.special import j1
 
 from pinnkit.cli import main
-from pinnkit.diffops import METHODS
+from pinnkit.diffops import METHODS, Layout
 from pinnkit.problems import PROBLEMS
 from pinnkit.problems.dfg import cutoff
 from pinnkit.problems.dfg3d import (
@@ -24,6 +24,7 @@ from pinnkit.problems.dfg3d import (
     RADIUS,
     dfg3d_quantities,
     flux,
+    flux_term,
     inflow,
     near_points,
     surface_force,
@@ -209,6 +210,44 @@ def test_near_term_is_momentum_and_continuity_on_graded_points(x64):
     np.testing.assert_allclose(near[:, 3], 0.0, atol=1e-10)  # divergence-free
 
 
+def _flux_residuals(prob, field):
+    term = prob.terms["flux"]
+    layout = Layout(("x", "y", "z"), ("x", "y", "z"), prob.out_names)
+    rows = jnp.asarray(term.rows())
+    return np.asarray(jax.vmap(lambda r: term.network_residual(field, layout, r, {}))(rows))[:, 0]
+
+
+def test_flux_term_is_zero_on_the_inflow_and_sees_a_sink(x64):
+    """``flux_sections``: the square sections' tensor Gauss-Legendre rule (16 per side) is
+    exact for polynomials of degree <= 31 in y and z. The inflow profile carried through the
+    channel (degree 2 in each) has the inflow's flux 0.2 H^2 at every x: residual 0 to
+    rounding. The same profile times (1 - x/5), a uniform sink -0.2 (0.2 H^2 / 5 per unit
+    of x), has flux 0.2 H^2 (1 - x/5): the residual, the mean of u less 0.2, is -0.04 x."""
+    xs = [0.25, 0.4, 0.6, 1.0, 2.0, LENGTH]
+    prob = PROBLEMS["dfg_cylinder_3d"](flux_sections=xs)
+    assert "flux" not in PROBLEMS["dfg_cylinder_3d"]().terms
+    rows = prob.terms["flux"].rows()
+    np.testing.assert_allclose(rows[:, :3], [[x, HEIGHT / 2, HEIGHT / 2] for x in xs])
+    g = inflow(0.45)
+    exact = lambda z: jnp.concatenate([g(z), z[:1]])  # noqa: E731
+    assert np.max(np.abs(_flux_residuals(prob, exact))) < 1e-15
+    sink = lambda z: jnp.concatenate([g(z) * (1 - z[0] / 5), z[:1]])  # noqa: E731
+    np.testing.assert_allclose(_flux_residuals(prob, sink), -0.04 * np.asarray(xs), rtol=1e-13)
+    # v and w are tangential to an x-section: they do not count; the nodes cover the square
+    # (u = 1 on the square has flux H^2, a mean of 1; beside it would count 0)
+    side = lambda z: jnp.stack([jnp.ones(()), z[1], z[2] ** 2, z[0]])  # noqa: E731
+    np.testing.assert_allclose(_flux_residuals(prob, side), 1 - 0.2, rtol=1e-14)
+    # the term, the metric's quadrature and flux_term agree on the target
+    assert float(flux_term([1.0], 0.2 * HEIGHT**2).rows()[0, -1]) == pytest.approx(0.2 * HEIGHT**2)
+    pred = Predictor(lambda z: jnp.concatenate([g(z) * (1 - z[0] / 5), z[:1]]), dtype=jnp.float64)
+    assert flux(pred, 2.0) == pytest.approx(0.2 * HEIGHT**2 * 0.6, rel=1e-13)
+    # residual rows and Jacobians through Problem, as the trainer evaluates them
+    pts = jnp.asarray([[1.0, 0.1, 0.2], [2.0, 0.3, 0.1]])
+    batch = {**dict.fromkeys(prob.terms, pts), "outlet": pts.at[:, 0].set(LENGTH), "flux": jnp.asarray(rows)}
+    res = prob.residuals(sink, prob.coeffs, batch, METHODS["taylor"]())
+    np.testing.assert_allclose(np.asarray(res["flux"])[:, 0], -0.04 * np.asarray(xs), rtol=1e-13)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     from conftest import train_tiny
@@ -233,6 +272,10 @@ BAD = {
     "unknown": ("problem.params.Re=20", "not accepted by problem 'dfg_cylinder_3d'"),
     "near_outer past the walls": ("problem.params.near_outer=0.3", "near_outer=0.3 between the radius"),
     "near negative": ("problem.params.near=-5", "near=-5 must be an integer >= 0"),
+    "flux section in the cylinder": ("problem.params.flux_sections=[0.3,0.5]",
+                                     "flux_sections must be a list of x positions"),
+    "flux sections not a list": ("problem.params.flux_sections=1.0", "flux_sections must be a list"),
+    "flux sections misspelt": ("problem.params.flux_section=[1.0]", "flux_sections"),
 }
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from pinnkit.diffops import Autodiff, Layout
 from pinnkit.physics import SectionFlux
-from pinnkit.physics.sections import section_frame, unit_disk_rule
+from pinnkit.physics.sections import section_frame, unit_disk_rule, unit_square_rule
 from pinnkit.problems.pipe import section_flux
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +54,23 @@ def test_unit_disk_rule_and_frames():
         np.testing.assert_allclose(f[0], np.asarray(n) / np.linalg.norm(n), atol=1e-15)
     with pytest.raises(ValueError, match="n_theta"):
         unit_disk_rule(4, 2)
+
+
+def test_unit_square_rule_and_square_sections(x64):
+    """Tensor Gauss-Legendre with n per side: exact to degree 2n - 1 in each coordinate,
+    not beyond; a square section's residual is the mean normal velocity over 4 R^2."""
+    nodes, w = unit_square_rule(3)
+    assert nodes.shape == (9, 2) and w.sum() == pytest.approx(4.0, rel=1e-15)
+    assert np.sum(w * nodes[:, 0] ** 4 * nodes[:, 1] ** 4) == pytest.approx(0.4**2, rel=1e-14)
+    assert abs(np.sum(w * nodes[:, 0] ** 5 * nodes[:, 1] ** 3)) < 1e-15
+    assert abs(np.sum(w * nodes[:, 0] ** 6) - 4 / 7) > 1e-3  # degree 6 > 2n - 1: not exact
+    # u = 1 + y^2 along e_x through the square of half-side 0.5 about the origin:
+    # flux (1 + 1/12) * 1, mean 13/12
+    u = lambda x: jnp.stack([1 + x[1] ** 2, x[2], x[0], x[0]])  # noqa: E731
+    got = _residuals(u, [[0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.5, 0.0]], n_r=2, shape="square")
+    np.testing.assert_allclose(got, [13 / 12], rtol=1e-14)
+    with pytest.raises(ValueError, match="shape"):
+        SectionFlux(np.zeros((1, 8)) + [0, 0, 0, 1, 0, 0, 1, 0], shape="hexagon")
 
 
 def test_poiseuille_flux_through_tilted_sections_is_its_q_to_rounding(x64):

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -60,6 +61,7 @@ from ..geometry.rejection import sobol_unit
 from ..physics import flow
 from ..physics.flow import continuity_residual, momentum_residual
 from ..physics.problem import Problem
+from ..physics.sections import SectionFlux, unit_square_rule
 from ..physics.terms import Equation, PointEquation
 from .dfg import annulus_rule, cutoff, gauss_legendre, traction, weak_integrand
 
@@ -186,10 +188,10 @@ def flux(predict, x: float, n: int = 24) -> float:
     r"""The volume flux $\int u\,dy\,dz$ through the cross-section at ``x`` (away from the
     cylinder), by Gauss–Legendre with $n \times n$ points (exact for polynomials of degree
     $2n - 1$ in $y$ and $z$)."""
-    s, w = gauss_legendre(n, 0.0, HEIGHT)
-    yy, zz = np.meshgrid(s, s, indexing="ij")
-    pts = np.stack([np.full(yy.size, float(x)), yy.ravel(), zz.ravel()], axis=1)
-    return float((np.outer(w, w).ravel() * _at(predict, pts)[:, 0]).sum())
+    nodes, w = unit_square_rule(n)
+    h = HEIGHT / 2
+    pts = np.concatenate([np.full((len(w), 1), float(x)), h + h * nodes], axis=1)
+    return float(h**2 * (w * _at(predict, pts)[:, 0]).sum())
 
 
 def dfg3d_quantities(predict, nu: float, u_mean: float) -> dict:
@@ -232,6 +234,32 @@ def _flow_residual(f, c):  # momentum (3) and continuity (1) at one point
                             jnp.atleast_1d(continuity_residual(f, c, velocity=VELOCITY))])
 
 
+FLUX_NODES = 16
+"""Gauss–Legendre nodes per side of the ``flux`` term's sections (16 x 16 per section)."""
+
+
+def flux_term(xs, flow: float) -> SectionFlux:
+    r"""The ``flux`` term of `dfg_cylinder_3d`: `SectionFlux` on the channel's square
+    cross-sections at the positions ``xs`` (centre $(x, H/2, H/2)$, normal $\mathbf e_x$,
+    half-side $H/2$), each asked for the volume flux ``flow``."""
+    h = HEIGHT / 2
+    rows = np.asarray([[x, h, h, 1.0, 0.0, 0.0, h, flow] for x in xs], np.float64)
+    return SectionFlux(rows, VELOCITY, n_r=FLUX_NODES, shape="square")
+
+
+def _sections(value) -> tuple[float, ...]:
+    seq = value if isinstance(value, list | tuple) else None
+    ok = seq is not None and all(isinstance(x, int | float) and not isinstance(x, bool) for x in seq)
+    xs = tuple(float(x) for x in seq) if ok else ()
+    lo, hi = CENTER[0] - RADIUS, CENTER[0] + RADIUS
+    if not ok or not all(0 < x <= LENGTH and not lo <= x <= hi for x in xs):
+        raise ValueError(
+            f"flux_sections must be a list of x positions of cross-sections in (0, {LENGTH}] that miss "
+            f"the cylinder (x outside [{lo:g}, {hi:g}]), e.g. [0.25, 1.0, 2.0]; got {value!r}. "
+            "Each section's volume flux is asked to equal the inflow's ([] for none).")
+    return xs
+
+
 def _positive(value, name: str) -> float:
     try:
         v = float(value)
@@ -247,7 +275,7 @@ def _positive(value, name: str) -> float:
 
 
 def dfg_cylinder_3d(U_max: float = 0.45, nu: float = 1e-3, near: int = 0, near_outer: float = 0.15,
-                    near_seed: int = 0) -> Problem:
+                    near_seed: int = 0, flux_sections: Sequence[float] = ()) -> Problem:
     r"""DFG benchmark 3D-1Z (module docstring): fields ``u, v, w, p``, terms ``momentum``
     (3 rows), ``continuity``, ``outlet`` (do-nothing) and the Dirichlet terms ``inlet``,
     ``walls``, ``cylinder``.
@@ -259,7 +287,13 @@ def dfg_cylinder_3d(U_max: float = 0.45, nu: float = 1e-3, near: int = 0, near_o
       points graded towards the cylinder (`near_points`, out to ``near_outer`` from its
       axis, Sobol seed ``near_seed``), on top of the sampled terms; 0 (default): none.
       The knob for the one measured failure of the shipped config (its fixed points leave
-      this ring unsampled, docs/benchmarks.md); not measured with it yet.
+      this ring unsampled, docs/benchmarks.md).
+    - `flux_sections`: x positions of cross-sections (each in $(0, 2.5]$ and clear of the
+      cylinder) on which a term ``flux`` (`flux_term`, `pinnkit.physics.SectionFlux` on the
+      square $[0, H]^2$, 16 x 16 Gauss–Legendre nodes) asks for the inflow's volume flux
+      $\bar U H^2$: the mean of $u$ over each section less $\bar U$. Default ``()``: none.
+      Mass conservation as an integral, which the pointwise residuals let the network
+      break in the cylinder's wake (docs/navier_stokes.md "DFG 3D-1Z").
 
     ``network.hard_constraint: true`` imposes the inflow and no-slip exactly
     (`pinnkit.geometry.DistanceDirichlet` on ``inlet``, ``walls``, ``cylinder`` of the 3-D
@@ -272,6 +306,7 @@ def dfg_cylinder_3d(U_max: float = 0.45, nu: float = 1e-3, near: int = 0, near_o
             and isinstance(near_outer, (int, float)) and RADIUS < near_outer < gap):
         raise ValueError(f"near={near} must be an integer >= 0 and near_outer={near_outer} between "
                          f"the radius {RADIUS} and the gap to the side walls {CENTER[1]}.")
+    xs = _sections(flux_sections)
     domain = channel_domain()
     g = inflow(U_max)
     terms = {
@@ -283,10 +318,12 @@ def dfg_cylinder_3d(U_max: float = 0.45, nu: float = 1e-3, near: int = 0, near_o
     if near:
         pts = near_points(near, float(near_outer), int(near_seed))
         terms["near"] = PointEquation(_flow_residual, pts)
+    u_mean = 4 * U_max / 9
+    if xs:
+        terms["flux"] = flux_term(xs, u_mean * HEIGHT**2)
     # the walls take the inflow's data (zero there) as in `dfg.no_slip`: the lift is then one
     # smooth function, (1 - w_cylinder) (U(y, z), 0, 0), close to the channel's flow
     hard = flow.hard_velocity(domain, {"inlet": g, "walls": g, "cylinder": None}, (0, 1, 2))
-    u_mean = 4 * U_max / 9
     return Problem(
         domain, (*VELOCITY, "p"), terms, coeffs={"nu": nu},
         hard_constraint=hard, enforced=("inlet", "walls", "cylinder"),
