@@ -27,6 +27,7 @@ once, then read from the cache). Prints, for the run and for the reference:
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import numpy as np
 
@@ -135,15 +136,18 @@ def main() -> int:
     d = 1e-4  # the hard constraint's kink on the inlet: dv/dx from just inside, 2 J(d) - J(2d)
     for name, pred, jac in (("run", run, run.jacobian), ("FEM", fem.evaluate, fem_jacobian)):
         walls = []
-        for a, b in zip(edges[:-1], edges[1:]):
+        for a, b in itertools.pairwise(edges):
             x, wx = dfg.gauss_legendre(64, a, b)
-            p = [np.asarray(pred(np.stack([x, np.full_like(x, yw)], 1)))[:, 2] for yw in (0.0, dfg.HEIGHT)]
+            p = [np.asarray(pred(np.stack([x, np.full_like(x, yw)], 1)))[:, 2]
+                 for yw in (0.0, dfg.HEIGHT)]
             walls.append(float((wx * (p[0] - p[1])).sum()) * scale)
-        dvdx = [np.asarray(jac(np.stack([np.full_like(y, x), y], 1)))[:, 1, 0] for x in (d, 2 * d, dfg.LENGTH)]
+        dvdx = [np.asarray(jac(np.stack([np.full_like(y, x), y], 1)))[:, 1, 0]
+                for x in (d, 2 * d, dfg.LENGTH)]
         inlet = -nu * float((wy * (2 * dvdx[0] - dvdx[1])).sum()) * scale
         out = np.asarray(pred(np.stack([np.full_like(y, dfg.LENGTH), y], 1)))
         outlet = -float((wy * (out[:, 0] * out[:, 1] - nu * dvdx[2])).sum()) * scale
-        print(f"  {name}: " + " ".join(f"[{a:.2f}, {b:.2f}] {w:+.5f}" for a, b, w in zip(edges[:-1], edges[1:], walls)))
+        stretches = zip(itertools.pairwise(edges), walls, strict=True)
+        print(f"  {name}: " + " ".join(f"[{a:.2f}, {b:.2f}] {w:+.5f}" for (a, b), w in stretches))
         print(f"       walls {sum(walls):+.5f}  inlet {inlet:+.5f}  outlet {outlet:+.5f}  "
               f"sum {sum(walls) + inlet + outlet:+.5f}")
     return 0

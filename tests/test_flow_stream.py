@@ -47,7 +47,8 @@ def _channel(hard_velocity):
 def test_stream_velocity_is_divergence_free_exact_on_the_boundaries_and_carries_the_flux(x64):
     p = _flow("obstacles")
     hc = p.hard_constraint
-    assert p.enforced == ("inlet", "walls", "obstacles", "continuity") and hc.levels.shape == (3,)  # one per obstacle
+    assert p.enforced == ("inlet", "walls", "obstacles", "continuity")
+    assert hc.levels.shape == (3,)  # one per obstacle
     net = _net(p)
     x = p.domain.sample(jax.random.key(3), 500, "interior", jnp.float64)
     jac = jax.vmap(jax.jacfwd(lambda z: net(z)[:2]))(x)
@@ -145,8 +146,8 @@ def test_a_curl_drops_the_continuity_and_flux_terms_only_when_it_is_imposed(x64)
     hard = build_run(load_config(FLOWS / "step.yaml", sets))
     assert set(hard.problem.terms) == {"momentum", "outlet"}
     assert set(hard.sampler.batch) == {"momentum", "outlet"}
-    soft = build_run(load_config(FLOWS / "step.yaml", [*sets, "network.hard_constraint=false",
-                                                           "sampler.batch.inlet=64", "sampler.batch.walls=64"]))
+    soft_sets = [*sets, "network.hard_constraint=false", "sampler.batch.inlet=64", "sampler.batch.walls=64"]
+    soft = build_run(load_config(FLOWS / "step.yaml", soft_sets))
     assert {"momentum", "continuity", "flux", "outlet", "inlet", "walls"} <= set(soft.problem.terms)
 
 

@@ -11,7 +11,15 @@ import yaml
 from pinnkit.run.build import build_run
 from pinnkit.run.config import from_dict
 from pinnkit.train.loss import make_loss
-from pinnkit.train.step import TrainState, chunk_args, init_extra, make_chunk, point_arrays, split_model, train_key
+from pinnkit.train.step import (
+    TrainState,
+    chunk_args,
+    init_extra,
+    make_chunk,
+    point_arrays,
+    split_model,
+    train_key,
+)
 
 
 def _config(domain, fields, equations, conditions, batch, hard=True):

@@ -193,7 +193,8 @@ class CurlLifting(AbstractHardConstraint):
 
 
 @jets.taylor_rule(CurlLifting)
-def _curl_lifting_jet(cl: CurlLifting, x_jet: jets.Jet, y_jet: jets.Jet, *, plan: jets.Plan, keep) -> jets.Jet:
+def _curl_lifting_jet(cl: CurlLifting, x_jet: jets.Jet, y_jet: jets.Jet, *, plan: jets.Plan,
+                      keep) -> jets.Jet:
     # affine in y: G's derivatives one order up and D's along the input's rows only
     return affine_lifting_jet(cl.lifting, x_jet, y_jet, plan)
 

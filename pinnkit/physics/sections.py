@@ -58,7 +58,7 @@ def unit_square_rule(n: int = 8):
     return np.stack([xx.ravel(), yy.ravel()], axis=1), np.outer(w, w).ravel()
 
 
-SHAPES = {"disk": (lambda n_r, n_theta: unit_disk_rule(n_r, n_theta), math.pi),
+SHAPES = {"disk": (unit_disk_rule, math.pi),
           "square": (lambda n_r, n_theta: unit_square_rule(n_r), 4.0)}
 """Section shapes: the unit shape's rule ``(n_r, n_theta) -> (nodes, weights)`` and its area."""
 

@@ -83,6 +83,10 @@ def fem_mesh_size(domain) -> float:
     return float(min(b - a for a, b in zip(lo, hi, strict=True))) / 40
 
 
+_CURLS = {"stream": stream_velocity, "curl_lifting": curl_lifting}
+"""The ``hard_velocity`` options built on a stream function's lifting (`pinnkit.geometry.stream`)."""
+
+
 def _enforced(exact: tuple[str, ...], hard_velocity: str, terms: dict) -> tuple[str, ...]:
     """The terms the hard constraint makes redundant: the given velocities', and with
     ``stream`` continuity and the circles' flux too (a curl has no divergence: their
@@ -201,17 +205,16 @@ def incompressible_flow(
         terms[b] = Dirichlet(b, ("u", "v"), values[b])
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
-    if hard_velocity not in ("all", "zero", "stream", "curl_lifting"):
+    if hard_velocity not in ("all", "zero", *_CURLS):
         raise ConfigError(f"{KEY}.hard_velocity: 'all' (every given velocity exact with "
                           "network.hard_constraint), 'zero' (only the no-slip boundaries), "
                           "'stream' (every given velocity exact, the velocity the curl of a stream "
                           "function) or 'curl_lifting' (every given velocity exact, the lifting a "
                           f"curl); got {hard_velocity!r}.")
     exact = {b: g for b, g in values.items() if hard_velocity != "zero" or g is None}
-    if hard_velocity in ("stream", "curl_lifting"):
-        build = stream_velocity if hard_velocity == "stream" else curl_lifting
+    if hard_velocity in _CURLS:
         try:
-            hard = build(dom, exact, key=f"{KEY}.hard_velocity")
+            hard = _CURLS[hard_velocity](dom, exact, key=f"{KEY}.hard_velocity")
         except ValueError as e:
             raise ConfigError(f"{e}. Use hard_velocity: all (the default).") from None
     else:
@@ -238,6 +241,6 @@ def incompressible_flow(
             + (f"; outflow {', '.join(outflows)}" if outflows else ""))
     return Problem(
         dom, ("u", "v", "p"), terms, coeffs={"nu": visc}, reference=reference,
-        hard_constraint=hard, enforced=_enforced(tuple(exact), hard_velocity, terms) if hard is not None else (),
+        hard_constraint=hard, enforced=() if hard is None else _enforced(tuple(exact), hard_velocity, terms),
         gauge={"p": "mean"} if closed else None, name=name, description=description or text,
     )

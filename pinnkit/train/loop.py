@@ -3,9 +3,10 @@
 For each phase of the run, chunks of ``run.chunk`` steps are compiled once (ahead of
 time: a ``compiling ...`` line says how long it took, and rates exclude it; a later phase
 with the same program, `pinnkit.train.step.chunk_program`, runs them with its own numbers
-and compiles nothing) and run one after another; between chunks the host logs (``metrics.jsonl``), checks the losses,
-evaluates, checkpoints, and looks at signals and the clock. The step key is
-``fold_in(train_key, step)``, so a resumed run follows the uninterrupted trajectory.
+and compiles nothing) and run one after another; between chunks the host logs
+(``metrics.jsonl``), checks the losses, evaluates, checkpoints, and looks at signals and
+the clock. The step key is ``fold_in(train_key, step)``, so a resumed run follows the
+uninterrupted trajectory.
 
 How a run ends is a `RESULTS` member (diffrax's pattern: the value is the message):
 all steps done, a phase's tolerance met at the last phase, a non-finite or diverging

@@ -104,7 +104,7 @@ def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
     on every device.
     """
     w, ad = run.weighting, run.adaptive
-    redraws = ad is not None and (steps is None or ad.until_step is None or steps[0] < ad.until_step)
+    redraws = _redraws_in(run, None if steps is None else steps[0], points)
 
     def weights_update(params, key, arrays, extra, step):
         def update(lam):
@@ -125,7 +125,7 @@ def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
         extra = dict(extra)
         if update_weights and "weights" in extra:
             extra["weights"] = weights_update(params, key, arrays, extra, step)
-        if "points" in extra and redraws and points:
+        if "points" in extra and redraws:
             extra["points"] = points_update(params, key, extra, step)
         return extra
 
@@ -322,6 +322,12 @@ def chunk_program(run: Run, phase: AbstractPhase, redraw: bool = True) -> tuple:
     two phases of ``run`` whose chunks of ``n`` steps can run on one compiled program
     (`AbstractPhase.program`, and whether the adaptive point sets' redraw is in it:
     `make_adapt`)."""
+    return (phase.program, _redraws_in(run, phase.start, redraw))
+
+
+def _redraws_in(run: Run, start: int | None, points: bool) -> bool:
+    """Whether a program for the steps from ``start`` (None: any) redraws the adaptive
+    point sets in its step: there are some, ``points`` asks for it, and the redraws have
+    not stopped (``until_step``) by ``start``."""
     ad = run.adaptive
-    redraws = ad is not None and redraw and (ad.until_step is None or phase.start < ad.until_step)
-    return (phase.program, redraws)
+    return ad is not None and points and (start is None or ad.until_step is None or start < ad.until_step)
