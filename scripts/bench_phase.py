@@ -11,7 +11,7 @@ printed per checkout with the ratio to the first. Also printed: CPU seconds of t
 chunk (compilation included), the losses of the last timed chunk's first and last step
 (the checkouts must agree to rounding), and for a phase with a line search the
 iterations of the last step's search (SSBroyden: the loss is evaluated once more than
-that per step).
+that per step). ``--parts``: each checkout first prints the parts of a step (`parts`).
 
     taskset -c 0 python scripts/bench_phase.py configs/ns_cylinder_dfg1.yaml --phase 1 \\
         --checkouts /work/main . --set problem.params.near=2048 --set problem.params.near_outer=0.15
@@ -67,6 +67,8 @@ def worker(args) -> None:
     state, m, first = chunk(state)
     for _ in range(args.warm):
         state, m, _ = chunk(state)
+    if args.parts:
+        parts(run, make_loss(run, static), state, arrays)
     print(json.dumps({"ready": True, "first_chunk_cpu_s": first}), flush=True)
     for _ in sys.stdin:
         state, m, took = chunk(state)
@@ -74,6 +76,44 @@ def worker(args) -> None:
         ls = getattr(state.opt_state, "linesearch", None)
         print(json.dumps({"cpu_s": took, "loss": [float(loss[0]), float(loss[-1])],
                           "ls": None if ls is None else int(ls.info.num_linesearch_steps)}), flush=True)
+
+
+def parts(run, loss, state, arrays) -> None:
+    """Prints the step's parts at ``state`` (median CPU s of 3 calls, each compiled alone):
+    one loss value and value-and-gradient, 8 loss values in one `jax.lax.map` (what a
+    grid search runs: the functions of the point alone, loop-invariant, are computed
+    once if XLA hoists them), the Gauss-Newton pass of a natural-gradient phase, and
+    XLA's FLOPs of one loss value."""
+    import jax
+    import jax.numpy as jnp
+
+    from pinnkit.train.step import step_key, train_key
+
+    key, ctx = step_key(loss, train_key(run), state.step), loss.context(state.extra, state.step)
+    p = state.params
+
+    def cpu(f):
+        jax.block_until_ready(f(p))
+        ts = []
+        for _ in range(3):
+            c0 = time.process_time()
+            jax.block_until_ready(f(p))
+            ts.append(time.process_time() - c0)
+        return statistics.median(ts)
+
+    value = jax.jit(lambda p: loss.value(p, key, arrays, ctx))
+    scales = jnp.linspace(0.9, 1.0, 8, dtype=run.dtype)
+    rows = {"loss value": value,
+            "value_and_grad": jax.jit(lambda p: loss.value_and_grad(p, key, arrays, ctx)),
+            "8 values in a lax.map": jax.jit(lambda p: jax.lax.map(
+                lambda c: loss.value(jax.tree.map(lambda a: a * c, p), key, arrays, ctx), scales))}
+    if any(ph.gauss_newton for ph in run.phases):
+        rows["gauss_newton"] = jax.jit(lambda p: loss.gauss_newton(p, key, arrays))
+    cost = value.lower(p).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    out = {"parts_cpu_s": {k: cpu(f) for k, f in rows.items()},
+           "loss_value_gflop": cost.get("flops", float("nan")) / 1e9}
+    print(json.dumps(out), file=sys.stderr, flush=True)
 
 
 def main(argv=None) -> int:
@@ -85,6 +125,8 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=10, help="steps per compiled chunk")
     ap.add_argument("--warm", type=int, default=1, help="chunks run before the timed ones")
     ap.add_argument("--repeats", type=int, default=5, help="timed chunks per checkout (median reported)")
+    ap.add_argument("--parts", action="store_true",
+                    help="each checkout also prints the step's parts after the warm chunks (`parts`)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -92,7 +134,8 @@ def main(argv=None) -> int:
         return 0
     here = os.path.abspath(__file__)
     cmd = [sys.executable, here, args.config, "--worker", "--phase", str(args.phase),
-           "--chunk", str(args.chunk), "--warm", str(args.warm), *[a for s in args.set for a in ("--set", s)]]
+           "--chunk", str(args.chunk), "--warm", str(args.warm), *[a for s in args.set for a in ("--set", s)],
+           *(["--parts"] if args.parts else [])]
     kids, info = [], []
     for root in args.checkouts:  # one at a time while compiling: each its own CPU seconds
         env = dict(os.environ, PYTHONPATH=os.path.abspath(root))
