@@ -31,6 +31,7 @@ from pinnkit.optim import natural_gradient
 from pinnkit.optim.quasi_newton import check_dense_memory, dense_memory_bytes, ssbfgs, ssbroyden
 from pinnkit.optim.woodbury import (
     gram_rows,
+    gramian,
     natural_gradient_direction,
     weighted_rows,
     woodbury_natural_gradient,
@@ -233,11 +234,12 @@ def test_woodbury_equals_gramian_and_natural_gradient(x64, n_pde, n_boundary):
     np.testing.assert_allclose(ravel_pytree(old)[0], d_w, rtol=1e-10, atol=1e-10 * float(jnp.abs(d_g).max()))
 
 
-@pytest.mark.parametrize("n", [512, 256, 100, 6])
+@pytest.mark.parametrize("n", [512, 515, 256, 100, 6])
 def test_gram_rows_blocks(x64, n):
-    """The block-triangular J J^T (4 row blocks when each has >= 64 rows: n = 512, 256;
-    the plain product for 100 and 6) equals J @ J.T to rounding (sums of P = 700
-    products, |error| <= P eps max|J|^2, ~1e-13 here) and is exactly symmetric; with it
+    """The block-triangular J J^T (4 row blocks when each has >= 64 rows: n = 512, 256,
+    and 515 in blocks one row apart; the plain product for 100 and 6) equals J @ J.T to
+    rounding (sums of P = 700 products, |error| <= P eps max|J|^2, ~1e-13 here) and is
+    exactly symmetric; with it
     the point-space direction still equals the parameter-space one (rows < P)."""
     jac = jax.random.normal(jax.random.key(n), (n, 700), jnp.float64)
     k = gram_rows(jac)
@@ -247,6 +249,17 @@ def test_gram_rows_blocks(x64, n):
     d_w, _ = natural_gradient_direction(jac, res, damping=1e-3, solver="woodbury")
     d_g, _ = natural_gradient_direction(jac, res, damping=1e-3, solver="gramian")
     np.testing.assert_allclose(d_w, d_g, rtol=0, atol=1e-9 * float(jnp.abs(d_g).max()))
+
+
+@pytest.mark.parametrize("p", [515, 40])
+def test_gramian_is_jtj_by_blocks(x64, p):
+    """`gramian` (J^T J as the blocks of the transposed copy; the plain product under 64
+    parameters a block) equals J.T @ J to rounding (sums of 700 products) and is exactly
+    symmetric."""
+    jac = jax.random.normal(jax.random.key(p), (700, p), jnp.float64)
+    g = jax.jit(gramian)(jac)
+    np.testing.assert_allclose(g, jac.T @ jac, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(g, g.T)
 
 
 @REGIMES

@@ -181,7 +181,7 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
 
     def direction(state: SelfScaledState, g):
         """$d_k = -H_k g_k$, and whether it is a finite descent direction (else $-g_k$)."""
-        d = -state.inv_hessian @ g
+        d = -(state.inv_hessian @ g)  # not (-H) @ g: a negated copy of H first
         # g = 0 (an exact stationary point) is no reason to reset; the step is then 0
         descent = jnp.all(jnp.isfinite(d)) & ((d @ g < 0) | jnp.all(g == 0))
         return jnp.where(descent, d, -g), descent
@@ -189,13 +189,18 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
     def updated(state: SelfScaledState, g, descent, s, ls_state):
         """The step and the new state from the line search's step $s_k$ along the direction."""
         n, dtype = g.shape[0], g.dtype
+        # Each pass over the (P, P) matrix is the cost here (90 MB at P = 3363, ~10 ms on
+        # one core): H is read by the two products and once by the elementwise update,
+        # which XLA fuses with the reset to I (h_mat, never formed: H @ y is taken from H
+        # itself), where forming h_mat, -H and the outer products took 4x the traffic
+        # (docs/benchmarks.md, issue 32, session 26). The same arithmetic: I @ y = y.
         eye = jnp.eye(n, dtype=dtype)
         eps = jnp.finfo(dtype).eps if curvature_eps is None else curvature_eps
         h_mat = jnp.where(descent, state.inv_hessian, eye)
         alpha, g_new = ls_state.learning_rate, ls_state.grad
         y = g_new - g
         ys, yy, ss = y @ s, y @ y, s @ s
-        hy = h_mat @ y
+        hy = jnp.where(descent, state.inv_hessian @ y, y)
         yhy = y @ hy
         curved = ys > eps * jnp.sqrt(yy * ss)
         ys_ = jnp.where(curved, ys, 1.0)  # the update below is only kept where curved
@@ -206,7 +211,11 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
         new = new + jnp.outer(s, s) / ys_
 
         step_ok = jnp.all(jnp.isfinite(s)) & jnp.all(jnp.isfinite(g_new))
-        new_ok = jnp.all(jnp.isfinite(new)) & jnp.isfinite(tau) & jnp.isfinite(phi)
+        # new is finite where its factors are (H is: I, or an update that passed this
+        # check), short of an overflow past 1e308: checked on the vectors and scalars,
+        # so that the matrix is formed once, in the pass that writes it
+        factors = (hy, w, s, tau, phi, 1.0 / yhy_, phi * yhy_, 1.0 / tau, 1.0 / ys_)
+        new_ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in factors]))
         use = curved & step_ok
         h_next = jnp.where(use, new, h_mat)
         reset = (use & ~new_ok) | ~step_ok

@@ -75,12 +75,13 @@ def gram_rows(jacobian: Float[Array, "N P"], blocks: int = 4) -> Float[Array, "N
     the result is exactly symmetric and costs $(b + 1)/(2b)$ of the full product. On
     XLA:CPU it is also faster per flop: 1024 x 42k float32 in 0.85 CPU s against 1.97 s
     for ``J @ J.T`` on one core with the ``pinnkit`` command's XLA option, 0.84 against
-    1.08 on two (docs/benchmarks.md, "Square features"). The plain product when the rows
-    do not split evenly or are fewer than 64 per block."""
+    1.08 on two (docs/benchmarks.md, "Square features"). Rows that do not split evenly
+    make blocks one row apart in size; the plain product when they are fewer than 64 per
+    block."""
     n = jacobian.shape[0]
-    if n % blocks or n // blocks < 64:
+    if n // blocks < 64:
         return jacobian @ jacobian.T
-    parts = jnp.split(jacobian, blocks)
+    parts = jnp.array_split(jacobian, blocks)
     grid = [[None] * blocks for _ in range(blocks)]
     for a in range(blocks):
         diag = parts[a] @ parts[a].T
@@ -89,6 +90,18 @@ def gram_rows(jacobian: Float[Array, "N P"], blocks: int = 4) -> Float[Array, "N
             grid[a][b] = parts[a] @ parts[b].T
             grid[b][a] = grid[a][b].T
     return jnp.block(grid)
+
+
+def gramian(jacobian: Float[Array, "N P"], blocks: int = 4) -> Float[Array, "P P"]:
+    """$J^\\top J$: `gram_rows` of $J^\\top$, copied once into its own ``(P, N)`` array.
+
+    Why: XLA:CPU runs ``J.T @ J`` (a dot contracting the leading axis of both operands)
+    at half the rate of ``A @ A.T`` on the transposed copy (the trailing axes), and the
+    upper blocks with their mirror images take $(b + 1)/(2b)$ of the products: 4096 x
+    2307 float64 rows (the momentum term of ``configs/flows/step.yaml``) in 0.63 CPU s
+    against 2.1 s on one core (docs/benchmarks.md, issue 32, session 26). The
+    optimisation barrier keeps XLA from folding the transpose back into the dot."""
+    return gram_rows(jax.lax.optimization_barrier(jacobian.T), blocks)
 
 
 def _cho_solve(mat: Array, lam: Array, rhs: Array) -> Array:
@@ -124,7 +137,7 @@ def natural_gradient_direction(
         rhs = total(jacobian.T @ residual)
         if spring:
             rhs = rhs + (lam * momentum) * previous
-        return -_cho_solve(total(jacobian.T @ jacobian), lam, rhs), lam
+        return -_cho_solve(total(gramian(jacobian)), lam, rhs), lam
 
     rhs = residual - momentum * (jacobian @ previous) if spring else residual
     if axis_name is None:

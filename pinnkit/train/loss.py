@@ -32,7 +32,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ..diffops import AbstractDiffMethod
-from ..optim.woodbury import weighted_rows
+from ..optim.woodbury import gramian, weighted_rows
 from ..physics.problem import Problem
 from .collocation import Sampler
 from .weighting import Causal, ntk_traces, per_term_grads
@@ -234,7 +234,7 @@ class Loss(eqx.Module):
                 r, jac = res[name]  # (n, r), (n, r, P)
                 c = 2.0 * self.weights[name] / (r.shape[0] * n_dev)  # w_k / N_k, N_k global
                 jac = jac.reshape(-1, flat.shape[0])
-                gram = gram + c * (jac.T @ jac)
+                gram = gram + c * gramian(jac)  # by blocks, exactly symmetric
                 grad = grad + c * (jac.T @ r.reshape(-1))
                 sums[name] = jnp.sum(jnp.square(r)) / (r.shape[0] * n_dev)
             return jax.lax.psum((gram, grad, sums), "data")
