@@ -129,7 +129,13 @@ def _corner_enrichment_jet(ce: CornerEnrichment, x_jet: jets.Jet, y_jet: jets.Je
     # generic rule would differentiate the base's distance functions along y's rows too
     out = y_jet if ce.base is None else jets.propagate(ce.base, x_jet, y_jet, plan=plan)
     add = jets.linear(jets.of_point(ce.features, x_jet, plan), ce.coef.astype(x_jet.value.dtype), None)
-    idx = jnp.asarray(ce.outputs)
+    return add_at(out, add, ce.outputs, plan)
+
+
+def add_at(out: jets.Jet, add: jets.Jet, outputs: tuple[int, ...], plan: jets.Plan) -> jets.Jet:
+    """``out`` with ``add`` added to its rows ``outputs``, row by row of the jet (an
+    enrichment's Taylor rule: the base's jet plus features of the point alone)."""
+    idx = jnp.asarray(outputs)
     zero = jnp.zeros_like(out.value)
     first = out.first
     if add.first is not None:

@@ -36,6 +36,7 @@ from ..errors import did_you_mean as _suggest
 from ..expr import ExprError, Resolver, Symbols, host_function, point_function
 from ..geometry.distance import DistanceDirichlet, normalised
 from ..geometry.domains import SpaceTime
+from ..geometry.stokes_corner import StokesCornerEnrichment, reentrant_corners
 from ..geometry.stream import curl_lifting, stream_velocity
 from ..physics.flow import inscribed_circles
 from ..physics.problem import Problem
@@ -109,6 +110,7 @@ def incompressible_flow(
     fem_order: int = 2,
     flux_circles: int = 0,
     hard_velocity: str = "all",
+    corner_modes: bool = False,
     name: str = "incompressible_flow",
     description: str = "",
 ) -> Problem:
@@ -145,6 +147,11 @@ def incompressible_flow(
       plus the distance factor times the network's velocity; divergence-free lifting, the
       network's part kept divergence-free by the ``continuity`` term, the network
       differentiated to the residual's order only. Same limits as ``"stream"``.
+    - `corner_modes`: with ``"all"`` or ``"zero"`` and ``network.hard_constraint: true``,
+      add the singular Stokes flow of every re-entrant corner between no-slip edges
+      (Dean–Montagnon modes, one trainable coefficient each;
+      `pinnkit.geometry.stokes_corner`): a plain network cannot represent the unbounded
+      velocity gradient and pressure there.
     - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
       same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
       `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
@@ -212,6 +219,10 @@ def incompressible_flow(
                           "function) or 'curl_lifting' (every given velocity exact, the lifting a "
                           f"curl); got {hard_velocity!r}.")
     exact = {b: g for b, g in values.items() if hard_velocity != "zero" or g is None}
+    if corner_modes and hard_velocity in _CURLS:
+        raise ConfigError(f"{KEY}.corner_modes: the corner modes are added to the velocity's value, and "
+                          f"hard_velocity: {hard_velocity} makes the velocity a curl of the network; use "
+                          "hard_velocity: all (the default) or zero, or remove corner_modes.")
     if hard_velocity in _CURLS:
         try:
             hard = _CURLS[hard_velocity](dom, exact, key=f"{KEY}.hard_velocity")
@@ -227,6 +238,10 @@ def incompressible_flow(
             if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
                 raise
             hard = None  # a mesh (no smooth distance): loss terms only
+        walls = {b for b, g in exact.items() if g is None}
+        corners = reentrant_corners(dom, walls, visc) if (corner_modes and hard is not None) else ()
+        if corners:  # the singular Stokes flow at re-entrant no-slip corners, trained coefficients
+            hard = StokesCornerEnrichment(corners, hard, jnp.zeros(sum(len(c.modes) for c in corners)))
     reference = None
     if fem_reference:
         from ..solvers.fem_ns import solve_steady

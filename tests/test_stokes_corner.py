@@ -1,0 +1,120 @@
+"""Stokes corner modes (`pinnkit.geometry.stokes_corner`): the Dean–Montagnon exponents,
+each mode a Stokes solution with its pressure, divergence-free and no-slip on both edges
+with the cut-off, the corners found on a flow's shape, and the Taylor rule through the
+enrichment against nested autodiff."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pinnkit.diffops import Autodiff, Layout, Taylor
+from pinnkit.errors import ConfigError
+from pinnkit.geometry.stokes_corner import StokesCorner, StokesCornerEnrichment, stokes_exponents
+from pinnkit.nn.nets import build_mlp_network
+from pinnkit.problems.flow import incompressible_flow
+
+STEP = {"polygon": {"vertices": [[0, 0.5], [1, 0.5], [1, 0], [5, 0], [5, 1], [0, 1]],
+                    "names": {"side0": "walls", "side1": "walls", "side2": "walls", "side3": "outlet",
+                              "side4": "walls", "side5": "inlet"}}}
+
+
+@pytest.fixture
+def f64():
+    with jax.enable_x64(True):
+        yield
+
+
+def _step(corner_modes=True):
+    return incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0}, nu=0.01,
+                               corner_modes=corner_modes)
+
+
+def test_exponents_of_the_re_entrant_right_angle_and_none_for_convex_corners():
+    """Moffatt (1964), 270 degrees: 0.544484 (even stream function) and 0.908529 (odd); a
+    convex corner (90 degrees) has no real exponent below 2 but the integer 1."""
+    modes = stokes_exponents(1.5 * math.pi)
+    assert [p for _, p in modes] == ["even", "odd"]
+    np.testing.assert_allclose([lam for lam, _ in modes], [0.5444837368, 0.9085291898], rtol=1e-9)
+    assert stokes_exponents(0.5 * math.pi) == ()
+
+
+def _derivs(c, x):
+    jac = jax.jacfwd(c)(x)  # (3, J, 2)
+    lap = jnp.trace(jax.jacfwd(jax.jacfwd(c))(x), axis1=-2, axis2=-1)  # (3, J)
+    return jac, lap
+
+
+@pytest.mark.parametrize("angle", [1.5 * math.pi, 1.25 * math.pi, 1.9 * math.pi])
+def test_every_mode_is_a_stokes_flow_with_its_pressure(angle, f64):
+    """With the cut-off pushed far away (R = 1e4, so chi's derivatives are 1e-8 of the
+    mode's at r ~ 0.1), nu Lap u - grad p = 0 and div u = 0 to rounding, relative to nu |Lap u|."""
+    c = StokesCorner((0.3, -0.2), 0.7, angle, 1e4, stokes_exponents(angle), 0.02)
+    for phi in (-0.45 * angle, 0.0, 0.3 * angle):
+        x = jnp.asarray(c.center) + 0.1 * jnp.asarray([math.cos(0.7 + phi), math.sin(0.7 + phi)])
+        jac, lap = _derivs(c, x)
+        scale = c.nu * jnp.abs(lap[:2]).max(axis=0) + 1e-300
+        res = jnp.stack([c.nu * lap[0] - jac[2, :, 0], c.nu * lap[1] - jac[2, :, 1]])
+        assert float(jnp.max(jnp.abs(res) / scale[None, :])) < 1e-6
+        div = jac[0, :, 0] + jac[1, :, 1]
+        assert float(jnp.max(jnp.abs(div) / jnp.abs(jac[:2]).max(axis=(0, 2)))) < 1e-12
+
+
+def test_the_step_gets_its_corner_and_the_walls_stay_exact(f64):
+    """The step's one re-entrant corner (1, 0.5), R = 0.5; with trained coefficients the
+    constrained velocity is still 0 on both edges and the cut-off's rim, divergence-free
+    inside the disk; the plain recipe (corner_modes off) is unchanged."""
+    prob = _step()
+    h = prob.hard_constraint
+    assert isinstance(h, StokesCornerEnrichment) and len(h.corners) == 1
+    c = h.corners[0]
+    assert c.center == (1.0, 0.5) and c.radius == pytest.approx(0.5)
+    assert c.angle == pytest.approx(1.5 * math.pi)
+    assert not isinstance(_step(False).hard_constraint, StokesCornerEnrichment)
+    h = StokesCornerEnrichment(h.corners, h.base, jnp.asarray([0.7, -0.4]))
+    y = jnp.asarray([0.3, -0.2, 0.1])
+    for wall in ([0.6, 0.5], [0.999, 0.5], [1.0, 0.2], [1.0, 0.001], [3.0, 0.0]):
+        np.testing.assert_allclose(h(jnp.asarray(wall), y)[:2], 0.0, atol=1e-15)
+    feats = lambda x: c(x)  # noqa: E731
+    for x in ([1.2, 0.3], [0.9, 0.7], [1.05, 0.52]):
+        jac = jax.jacfwd(feats)(jnp.asarray(x))
+        assert float(jnp.max(jnp.abs(jac[0, :, 0] + jac[1, :, 1]))) < 1e-12 * float(jnp.abs(jac).max())
+    rim = jnp.asarray([1.0 + 0.5 * math.cos(-0.3), 0.5 + 0.5 * math.sin(-0.3)])
+    np.testing.assert_allclose(c(rim), 0.0, atol=1e-15)
+
+
+def _residual(f):
+    return jnp.stack([f["u"], f["v"], f["p"], f.partial("u", "x"), f.partial("v", "y"), f.partial("p", "x"),
+                      f.laplacian("u"), f.laplacian("v"), f.partial("u", "x", "x", "y")])
+
+
+@pytest.mark.slow
+def test_taylor_through_the_enrichment_matches_autodiff(f64):
+    """A network under the step's constraint with corner modes, derivatives to third order,
+    at interior points and at r = 1e-1 ... 1e-5 from the corner: the Taylor rule equals
+    nested autodiff to 1e-10 of each point's largest derivative."""
+    h = _step().hard_constraint
+    tr = StokesCornerEnrichment(h.corners, h.base, jnp.asarray([0.7, -0.4]))
+    net = build_mlp_network(("x", "y"), ("u", "v", "p"), width=6, depth=2, activation="tanh",
+                            init="glorot_normal", bounds=((0, 0), (5, 1)), transform=tr,
+                            key=jax.random.key(0), dtype=jnp.float64)
+    d = np.asarray([1.0, 1.0]) / math.sqrt(2)  # into the fluid along the bisector
+    near = [np.asarray([1.0, 0.5]) + r * np.asarray(v) for r in (1e-1, 1e-3, 1e-5)
+            for v in (d, [0.0, 1.0], [-0.6, 0.8])]
+    x = jnp.asarray(np.concatenate([np.asarray([[0.5, 0.75], [2.0, 0.3], [1.3, 0.6]]), np.asarray(near)]))
+    layout = Layout(("x", "y"), ("x", "y"), ("u", "v", "p"))
+    run = lambda m: jax.jit(jax.vmap(lambda p: m.evaluate(lambda f, c: _residual(f), net, layout, p, {})))(x)  # noqa: E731
+    got, ref = np.asarray(run(Taylor())), np.asarray(run(Autodiff()))
+    assert np.all(np.isfinite(ref))
+    scale = np.maximum(np.abs(ref).max(axis=1, keepdims=True), 1e-300)
+    np.testing.assert_array_less(np.abs(got - ref) / scale, 1e-10)
+
+
+def test_corner_modes_with_a_curl_constraint_are_refused():
+    """The modes add to the velocity's value; a velocity that is a curl of the network
+    (hard_velocity: stream) cannot take them: one paragraph naming the key and the fix."""
+    with pytest.raises(ConfigError, match=r"corner_modes.*hard_velocity: all"):
+        incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0}, nu=0.01,
+                            hard_velocity="stream", corner_modes=True)
