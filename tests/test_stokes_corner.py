@@ -118,3 +118,23 @@ def test_corner_modes_with_a_curl_constraint_are_refused():
     with pytest.raises(ConfigError, match=r"corner_modes.*hard_velocity: all"):
         incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0}, nu=0.01,
                             hard_velocity="stream", corner_modes=True)
+
+
+def test_corner_weight_scales_the_momentum_residual_near_the_corner_only(f64):
+    """corner_weight: beta multiplies momentum by min(1, r/R)^beta about the step's corner
+    (R = 0.5), continuity untouched; a bad weight is one paragraph naming the key."""
+    flow = lambda w: incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0},  # noqa: E731
+                                         nu=0.01, corner_weight=w)
+    plain, weighted = flow(0.0), flow(1.0)
+    field = lambda x: jnp.stack([jnp.sin(x[0]) * x[1], jnp.cos(x[1]) * x[0], x[0] * x[1] ** 2])  # noqa: E731
+    pts = jnp.asarray([[1.1, 0.5], [1.0, 0.6], [1.3, 0.8], [0.5, 0.9], [3.0, 0.2]])
+    batch = {k: pts for k in plain.terms}  # every term at the same points; two are compared
+    a = plain.residuals(field, plain.coeffs, batch, Autodiff())
+    b = weighted.residuals(field, weighted.coeffs, batch, Autodiff())
+    r = np.hypot(pts[:, 0] - 1.0, pts[:, 1] - 0.5)
+    w = np.minimum(r / 0.5, 1.0)
+    np.testing.assert_allclose(b["momentum"], a["momentum"] * w[:, None], rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(b["continuity"], a["continuity"])
+    for bad in (-1.0, float("nan"), True, "1"):
+        with pytest.raises(ConfigError, match="corner_weight"):
+            flow(bad)

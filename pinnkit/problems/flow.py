@@ -97,6 +97,20 @@ def _enforced(exact: tuple[str, ...], hard_velocity: str, terms: dict) -> tuple[
     return (*exact, *(t for t in ("continuity", "flux") if t in terms))
 
 
+def _corner_weighted(fn, corners, beta: float):
+    """``fn``'s residual times the product over ``corners`` of min(1, r/R)^beta (``corner_weight``)."""
+
+    def residual(f, c):
+        x, y = f.coord("x"), f.coord("y")
+        w = 1.0
+        for k in corners:
+            t2 = ((x - k.center[0]) ** 2 + (y - k.center[1]) ** 2) / k.radius**2
+            w = w * jnp.minimum(t2, 1.0) ** (0.5 * beta)
+        return fn(f, c) * w
+
+    return residual
+
+
 def incompressible_flow(
     domain: Mapping,
     velocity: Mapping,
@@ -111,6 +125,7 @@ def incompressible_flow(
     flux_circles: int = 0,
     hard_velocity: str = "all",
     corner_modes: bool = False,
+    corner_weight: float = 0.0,
     name: str = "incompressible_flow",
     description: str = "",
 ) -> Problem:
@@ -152,6 +167,12 @@ def incompressible_flow(
       (Dean–Montagnon modes, one trainable coefficient each;
       `pinnkit.geometry.stokes_corner`): a plain network cannot represent the unbounded
       velocity gradient and pressure there.
+    - `corner_weight`: $\beta \ge 0$ (0: off). The momentum residual is multiplied by
+      $\prod_c \min(1, r_c / R_c)^{\beta}$ about every re-entrant no-slip corner $c$
+      (cut-off radius $R_c$ as for `corner_modes`). At such a corner the true solution's
+      squared momentum residual, $\sim r^{2\lambda_1 - 4}$, is not integrable, so the plain
+      collocation loss has no finite value there and its minimiser is biased; with
+      $\beta > 1 - \lambda_1$ (0.46 at 270 degrees) the weighted loss is finite.
     - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
       same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
       `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
@@ -197,6 +218,15 @@ def incompressible_flow(
     outflows = [] if "boundary" in data else [b for b in boundaries if b not in data]
 
     terms = {"momentum": Equation(momentum_residual), "continuity": Equation(continuity_residual)}
+    if isinstance(corner_weight, bool) or not (isinstance(corner_weight, int | float)
+                                               and math.isfinite(corner_weight) and corner_weight >= 0):
+        raise ConfigError(f"{KEY}.corner_weight: expected a number >= 0 (0: off; above 1 - lambda_1, "
+                          f"0.46 at a 270-degree corner, the loss is finite), got {corner_weight!r}.")
+    if corner_weight > 0:
+        wall_names = {b for b, comps in data.items() if all(e.is_const and e.value == 0 for e in comps)}
+        weighted = reentrant_corners(dom, wall_names, visc)
+        if weighted:
+            terms["momentum"] = Equation(_corner_weighted(momentum_residual, weighted, float(corner_weight)))
     if isinstance(flux_circles, bool) or not isinstance(flux_circles, int) or flux_circles < 0:
         raise ConfigError(f"{KEY}.flux_circles: the number of circles of the flux term, an integer "
                           f">= 0 (0: no flux term); got {flux_circles!r}.")
