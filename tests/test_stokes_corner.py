@@ -118,6 +118,9 @@ def test_corner_modes_with_a_curl_constraint_are_refused():
     with pytest.raises(ConfigError, match=r"corner_modes.*hard_velocity: all"):
         incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0}, nu=0.01,
                             hard_velocity="stream", corner_modes=True)
+    with pytest.raises(ConfigError, match="corner_modes: expected true or false"):
+        incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0}, nu=0.01,
+                            corner_modes="no")
 
 
 def test_corner_weight_scales_the_momentum_residual_near_the_corner_only(f64):

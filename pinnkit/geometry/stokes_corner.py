@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -45,7 +46,7 @@ from .._types import Point
 from ..diffops import jets, safe_atan2
 from .base import AbstractShape, all_parts
 from .primitives2d import Segment
-from .singular import _point_segment, _segment_world, add_at, corner
+from .singular import _segment_world, add_at, corner
 
 
 def stokes_exponents(omega: float, below: float = 2.0) -> tuple[tuple[float, str], ...]:
@@ -183,32 +184,50 @@ def reentrant_corners(shape: AbstractShape, walls: set[str], nu: float) -> tuple
     """Every re-entrant corner ($\\omega > \\pi$) of ``shape`` whose two edges both belong to
     boundaries in ``walls`` (no-slip), as a `StokesCorner` with the largest admissible
     cut-off radius and its modes below $\\lambda = 2$; empty if there is none."""
-    found, seen = [], set()
-    for p in all_parts(shape):
-        if not isinstance(p.atom, Segment):
-            continue
-        for end in _segment_world(p):
-            key = (round(float(end[0]), 9), round(float(end[1]), 9))
-            if key in seen:
-                continue
-            seen.add(key)
-            try:
-                c = corner(shape, end, terms=1)
-            except ValueError:
-                continue  # not a corner of one region (an end on a straight side, ...)
-            if c.angle <= math.pi + 1e-9 or not _on_walls(shape, end, walls):
-                continue
-            modes = stokes_exponents(c.angle)
-            if modes:
-                bisector = c.start + 0.5 * c.angle
-                found.append(StokesCorner(c.center, bisector, c.angle, c.radius, modes, float(nu)))
-    return tuple(found)
-
-
-def _on_walls(shape: AbstractShape, at, walls: set[str]) -> bool:
-    """Whether every boundary part through ``at`` is named in ``walls``."""
+    # One pass over the parts: each vertex's incident segments (names, far ends). Only a
+    # vertex whose edges are all walls and whose interior side is the reflex one (probed by
+    # one batched sdf call) goes to `corner`, which scans every part again: calling it at
+    # every vertex made a 10^3-vertex polygon take a minute.
     lo, hi = shape.bbox()
-    tol = 1e-9 * math.dist(lo, hi)
-    names = [p.name for p in all_parts(shape)
-             if isinstance(p.atom, Segment) and _point_segment(np.asarray(at), *_segment_world(p)) <= tol]
-    return bool(names) and all(n in walls for n in names)
+    eps = 1e-6 * math.dist(lo, hi)
+    ends: dict[tuple[float, float], list[tuple[str, np.ndarray]]] = {}
+    for p in all_parts(shape):
+        if isinstance(p.atom, Segment):
+            a, b = _segment_world(p)
+            for v, w in ((a, b), (b, a)):
+                ends.setdefault((round(float(v[0]), 9), round(float(v[1]), 9)), []).append((p.name, w - v))
+    verts, probes = [], []
+    for key, inc in ends.items():
+        if not all(name in walls for name, _ in inc):
+            continue
+        v = np.asarray(key)
+        if len(inc) == 2:  # probe along the bisector of the smaller angle: outside means reflex
+            u = sum(e / np.linalg.norm(e) for _, e in inc)
+            if np.linalg.norm(u) < 1e-12:
+                continue  # a straight boundary there
+            verts.append(v)
+            probes.append(v + eps * u / np.linalg.norm(u))
+        else:  # shared walls or more edges: leave it to `corner`
+            verts.append(v)
+            probes.append(v + np.inf)
+    if not verts:
+        return ()
+    finite = np.isfinite(np.asarray(probes)).all(axis=1)
+    dtype = jnp.asarray(0.0).dtype
+    with jax.ensure_compile_time_eval():
+        sdf = np.asarray(jax.vmap(shape.sdf)(jnp.asarray(np.where(finite[:, None], probes, 0.0), dtype)))
+    found = []
+    for v, ok, d in zip(verts, finite, sdf, strict=True):
+        if ok and d < 0:
+            continue  # the bisector of the smaller angle is inside: a convex corner
+        try:
+            c = corner(shape, v, terms=1)
+        except ValueError:
+            continue  # not a corner of one region
+        if c.angle <= math.pi + 1e-9:
+            continue
+        modes = stokes_exponents(c.angle)
+        if modes:
+            bisector = c.start + 0.5 * c.angle
+            found.append(StokesCorner(c.center, bisector, c.angle, c.radius, modes, float(nu)))
+    return tuple(found)

@@ -222,11 +222,8 @@ def incompressible_flow(
                                                and math.isfinite(corner_weight) and corner_weight >= 0):
         raise ConfigError(f"{KEY}.corner_weight: expected a number >= 0 (0: off; above 1 - lambda_1, "
                           f"0.46 at a 270-degree corner, the loss is finite), got {corner_weight!r}.")
-    if corner_weight > 0:
-        wall_names = {b for b, comps in data.items() if all(e.is_const and e.value == 0 for e in comps)}
-        weighted = reentrant_corners(dom, wall_names, visc)
-        if weighted:
-            terms["momentum"] = Equation(_corner_weighted(momentum_residual, weighted, float(corner_weight)))
+    if not isinstance(corner_modes, bool):
+        raise ConfigError(f"{KEY}.corner_modes: expected true or false, got {corner_modes!r}.")
     if isinstance(flux_circles, bool) or not isinstance(flux_circles, int) or flux_circles < 0:
         raise ConfigError(f"{KEY}.flux_circles: the number of circles of the flux term, an integer "
                           f">= 0 (0: no flux term); got {flux_circles!r}.")
@@ -240,6 +237,11 @@ def incompressible_flow(
         zero = all(e.is_const and e.value == 0 for e in comps)
         values[b] = None if zero else point_function(comps, ("x", "y"), params)
         terms[b] = Dirichlet(b, ("u", "v"), values[b])
+    # re-entrant corners between no-slip walls, for corner_weight and corner_modes
+    walls = {b for b, g in values.items() if g is None}
+    corners = reentrant_corners(dom, walls, visc) if (corner_modes or corner_weight > 0) else ()
+    if corners and corner_weight > 0:
+        terms["momentum"] = Equation(_corner_weighted(momentum_residual, corners, float(corner_weight)))
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
     if hard_velocity not in ("all", "zero", *_CURLS):
@@ -268,9 +270,7 @@ def incompressible_flow(
             if isinstance(e, ConfigError):  # a limit (docs/geometry.md): refused, not ignored
                 raise
             hard = None  # a mesh (no smooth distance): loss terms only
-        walls = {b for b, g in exact.items() if g is None}
-        corners = reentrant_corners(dom, walls, visc) if (corner_modes and hard is not None) else ()
-        if corners:  # the singular Stokes flow at re-entrant no-slip corners, trained coefficients
+        if corner_modes and corners and hard is not None:  # their singular Stokes flow, trained coefficients
             hard = StokesCornerEnrichment(corners, hard, jnp.zeros(sum(len(c.modes) for c in corners)))
     reference = None
     if fem_reference:
