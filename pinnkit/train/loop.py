@@ -55,11 +55,11 @@ from .records import (
 )
 from .spec import Run
 from .step import (
-    TrainState,
     bounded,
     chunk_args,
     chunk_program,
     init_extra,
+    initial_state,
     make_chunk,
     make_redraw,
     nan_loss,
@@ -343,10 +343,9 @@ def fit(
         for pi, ph in enumerate(run.phases):
             if step >= ph.end:
                 continue
-            if opt_state is None or phase_of_state != pi:
-                opt_state = ph.init(params)
-            state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32), extra),
-                              run.mesh)
+            # the phase's optimiser state: the resumed one in the phase it was saved in, else anew
+            state = initial_state(run, ph, params, step=step, extra=extra,
+                                  opt_state=opt_state if phase_of_state == pi else None)
             phase_of_state = pi
             last = nan_loss(run.dtype)  # the previous step's loss, for a phase's tolerance
             met = False
@@ -461,11 +460,12 @@ def fit(
         watchdog.disarm()
         log.close()
 
-    if state is None:  # resumed at the end: nothing to do
-        state = replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32), extra),
-                          run.mesh)
     # The phase whose optimiser state `state` holds, so that a resume restores it.
-    save(state, phase_of_state if phase_of_state is not None else _phase_at(run, step))
+    last_phase = phase_of_state if phase_of_state is not None else _phase_at(run, step)
+    if state is None:  # resumed at the end: nothing to do (the checkpoint's optimiser state)
+        state = initial_state(run, run.phases[min(last_phase, len(run.phases) - 1)], params,
+                              step=step, extra=extra, opt_state=opt_state)
+    save(state, last_phase)
     network, coeffs = eqx.combine(state.params, static)
     res = FitResult(
         network=network,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ConfigError
@@ -15,7 +14,7 @@ from ..parallel.mesh import replicate
 from .accumulate import AUTO, per_device_batch, resolve_accumulate
 from .loss import make_loss
 from .spec import Run
-from .step import TrainState, chunk_args, init_extra, make_chunk, point_arrays, split_model, train_key
+from .step import chunk_args, init_extra, initial_state, make_chunk, point_arrays, split_model, train_key
 
 
 def check_accumulate(run: Run, accumulate: int) -> None:
@@ -68,9 +67,7 @@ def plan(run: Run, *, accumulate: int | str = 1, remat: str = "none", donate: bo
     loss = make_loss(run, static, accumulate=accumulate, remat=remat)
     ph = run.phases[0]
     n = min(run.chunk, ph.steps)
-    params = replicate(params, run.mesh)
-    state = replicate(TrainState(params, ph.init(params), jnp.asarray(0, jnp.int32),
-                                 init_extra(run)), run.mesh)
+    state = initial_state(run, ph, params)
     chunk = make_chunk(loss, ph, n, train_key(run), donate=donate, run=run)
     t0 = time.perf_counter()
     compiled = chunk.lower(arrays, state, *chunk_args(ph, run.dtype, n)).compile()

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..parallel.mesh import shard_rows
+from ..parallel.mesh import replicate, shard_rows
 from .loss import Loss
 from .phases import AbstractPhase
 from .spec import Run
@@ -83,6 +83,29 @@ def init_extra(run: Run) -> dict:
         key = jax.random.fold_in(jax.random.key(run.seed), 3)
         extra["points"] = run.adaptive.init(key, run.problem, run.dtype)
     return extra
+
+
+def initial_state(run: Run, phase: AbstractPhase, params, *, step: int | None = None,
+                  extra: dict | None = None, opt_state=None) -> TrainState:
+    """The `TrainState` that ``phase``'s chunks start from, replicated over ``run.mesh``:
+    the one place that builds it (`fit` at each phase's start and at a resumed end, the
+    dry run `pinnkit.train.plan`, the benchmark scripts).
+
+    - ``params``: the trainable arrays of ``(network, coeffs)`` (`split_model`), in
+      ``run.dtype``; replicated first, so that ``phase.init`` sees the arrays the chunk will.
+    - ``opt_state``: the phase's optimiser state; None: ``phase.init(params)`` (a phase
+      entered anew). A resumed run passes the checkpoint's.
+    - ``step``: the global step, stored as an int32 scalar array (shape ``()``); None:
+      ``phase.start``.
+    - ``extra``: the training state that survives phase changes (adaptive loss weights,
+      adaptive point sets); None: `init_extra` (step 0's, deterministic from ``run.seed``).
+    """
+    params = replicate(params, run.mesh)
+    if opt_state is None:
+        opt_state = phase.init(params)
+    step = phase.start if step is None else step
+    extra = init_extra(run) if extra is None else extra
+    return replicate(TrainState(params, opt_state, jnp.asarray(step, jnp.int32), extra), run.mesh)
 
 
 def make_adapt(run: Run, loss: Loss, *, update_weights: bool = True,
