@@ -52,9 +52,7 @@ def first_chunk(config: str, cache: str | None, where: int = 0, overrides: list[
 
     jaxsetup.xla_cpu_flags()
     import jax
-    import jax.numpy as jnp
 
-    from pinnkit.parallel.mesh import replicate
     from pinnkit.run.build import build_run
     from pinnkit.run.config import load_config
     from pinnkit.train import step as st
@@ -70,12 +68,10 @@ def first_chunk(config: str, cache: str | None, where: int = 0, overrides: list[
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     run = build_run(cfg)
     params, static = st.split_model(run)
-    params = replicate(params, run.mesh)
     if not 0 <= phase < len(run.phases):
         raise SystemExit(f"--phase {phase}: {config} has phases 0..{len(run.phases) - 1}")
     loss, ph = make_loss(run, static), run.phases[phase]
-    state = replicate(st.TrainState(params, ph.init(params), jnp.asarray(ph.start, jnp.int32),
-                                    st.init_extra(run)), run.mesh)
+    state = st.initial_state(run, ph, params)
     n = min(run.chunk, ph.end - ph.start)
     arrays = st.point_arrays(run)
     args = st.chunk_args(ph, run.dtype, n)

@@ -68,9 +68,9 @@ from pinnkit.run.config import from_dict, load_config  # noqa: E402
 from pinnkit.train.accumulate import cache_bytes, resolve_accumulate, step_temp_bytes  # noqa: E402
 from pinnkit.train.loss import make_loss  # noqa: E402
 from pinnkit.train.step import (  # noqa: E402
-    TrainState,
     chunk_args,
     init_extra,
+    initial_state,
     make_chunk,
     point_arrays,
     split_model,
@@ -158,9 +158,8 @@ def pinnkit_step(problem: str, method: str, chunk: int, accumulate: int = 1):
     each step's batch in ``accumulate`` micro-batches (``train.accumulate``)."""
     run = build_run(pinnkit_config(problem, method, chunk), mesh=make_mesh(1))
     params, static = split_model(run)
-    params = replicate(params, run.mesh)
     phase = run.phases[0]
-    state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32)), run.mesh)
+    state = initial_state(run, phase, params)
     chunk_fn = make_chunk(make_loss(run, static, accumulate=accumulate), phase, chunk, jax.random.key(2))
     args = chunk_args(phase, run.dtype, chunk)
     return (lambda *a: chunk_fn(*a)[1]["loss"]), chunk_fn, (point_arrays(run), state, *args)
@@ -207,10 +206,8 @@ def config_step(path: str, chunk: int, accumulate: int):
     builds it (`pinnkit.train.step.make_chunk`), in ``accumulate`` micro-batches."""
     run = build_run(load_config(path))
     params, static = split_model(run)
-    params = replicate(params, run.mesh)
     phase = run.phases[0]
-    state = replicate(TrainState(params, phase.init(params), jnp.asarray(0, jnp.int32), init_extra(run)),
-                      run.mesh)
+    state = initial_state(run, phase, params)
     fn = make_chunk(make_loss(run, static, accumulate=accumulate), phase, chunk, train_key(run), run=run)
     args = chunk_args(phase, run.dtype, chunk)
     return (lambda arrays, state: fn(arrays, state, *args)[1]["loss"]), (point_arrays(run), state)

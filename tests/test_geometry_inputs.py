@@ -3,7 +3,6 @@ under every hard-constraint kind, features below the float resolution, mesh valu
 polygons / CSG trees with many vertices and operands (issue 38)."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import yaml
@@ -11,15 +10,7 @@ import yaml
 from pinnkit.run.build import build_run
 from pinnkit.run.config import from_dict
 from pinnkit.train.loss import make_loss
-from pinnkit.train.step import (
-    TrainState,
-    chunk_args,
-    init_extra,
-    make_chunk,
-    point_arrays,
-    split_model,
-    train_key,
-)
+from pinnkit.train.step import chunk_args, initial_state, make_chunk, point_arrays, split_model, train_key
 
 
 def _config(domain, fields, equations, conditions, batch, hard=True):
@@ -40,7 +31,7 @@ def _lower_step(cfg):
     run = build_run(from_dict(cfg))
     params, static = split_model(run)
     ph = run.phases[0]
-    state = TrainState(params, ph.init(params), jnp.asarray(0, jnp.int32), init_extra(run))
+    state = initial_state(run, ph, params)
     chunk = make_chunk(make_loss(run, static), ph, 1, train_key(run), run=run)
     chunk.lower(point_arrays(run), state, *chunk_args(ph, run.dtype, 1))
     return run
