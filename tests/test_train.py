@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from pinnkit.errors import ConfigError
 from pinnkit.parallel.mesh import make_mesh
@@ -16,9 +18,11 @@ from pinnkit.run.config import load_config
 from pinnkit.run.metrics import evaluate
 from pinnkit.train import checkpoint as ckpt
 from pinnkit.train.loop import RESULTS, TrainingError, fit
+from pinnkit.train.step import init_extra, initial_state, split_model
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny" / "poisson2d.yaml"
 SOFT = TINY.with_name("poisson2d_soft.yaml")  # two loss terms: pde and boundary
+EBM = TINY.with_name("inverse_ebm.yaml")  # Adam, then L-BFGS
 
 
 def _cfg(*overrides, path=TINY):
@@ -180,3 +184,31 @@ def test_checkpoint_of_another_layout_is_a_clear_error(tmp_path):
     assert head["step"] == 3 and float(params["w"][0]) == 1.0
     with pytest.raises(RunDirError, match=r"step_00000003\.eqx: the checkpoint does not fit"):
         ckpt.load(path, ({"w": jnp.zeros(4)}, SafeguardedState(z.astype(jnp.int32), z, z)))
+
+
+def test_initial_state_defaults_and_what_a_resume_carries():
+    """`initial_state`, the one constructor of a phase's starting state: by default the
+    phase's fresh optimiser state, the int32 scalar step ``phase.start`` and `init_extra`,
+    every array replicated over the run's mesh; a given step, extra state and optimiser
+    state (what `fit` carries over or restores) are kept as given."""
+    run = build_run(_cfg("weighting.kind=grad_norm", path=EBM), mesh=make_mesh(2))
+    params, _ = split_model(run)
+    adam, lbfgs = run.phases
+    replicated = NamedSharding(run.mesh, P())
+
+    state = initial_state(run, lbfgs, params)
+    assert state.step.dtype == jnp.int32 and state.step.shape == () and int(state.step) == lbfgs.start > 0
+    for got, want in [(state.params, params), (state.opt_state, lbfgs.init(params)),
+                      (state.extra, init_extra(run))]:
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+        for a, b in zip(_leaves(got), _leaves(want), strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert set(state.extra) == {"weights"}
+    assert all(x.sharding == replicated for x in jax.tree_util.tree_leaves(state) if eqx.is_array(x))
+
+    extra = jax.tree_util.tree_map(lambda w: w * 2, state.extra)
+    carried = initial_state(run, lbfgs, params, step=7, extra=extra, opt_state=adam.init(params))
+    assert int(carried.step) == 7 and carried.step.dtype == jnp.int32
+    assert jax.tree_util.tree_structure(carried.opt_state) == jax.tree_util.tree_structure(adam.init(params))
+    np.testing.assert_array_equal(_leaves(carried.extra), _leaves(extra))
+    assert all(x.sharding == replicated for x in jax.tree_util.tree_leaves(carried) if eqx.is_array(x))
