@@ -125,7 +125,8 @@ def test_corner_modes_with_a_curl_constraint_are_refused():
 
 def test_corner_weight_scales_the_momentum_residual_near_the_corner_only(f64):
     """corner_weight: beta multiplies momentum by min(1, r/R)^beta about the step's corner
-    (R = 0.5), continuity untouched; a bad weight is one paragraph naming the key."""
+    (R = 0.5), continuity untouched; beta = 1 is the default; a bad weight is one paragraph
+    naming the key."""
     flow = lambda w: incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0},  # noqa: E731
                                          nu=0.01, corner_weight=w)
     plain, weighted = flow(0.0), flow(1.0)
@@ -138,6 +139,55 @@ def test_corner_weight_scales_the_momentum_residual_near_the_corner_only(f64):
     w = np.minimum(r / 0.5, 1.0)
     np.testing.assert_allclose(b["momentum"], a["momentum"] * w[:, None], rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(b["continuity"], a["continuity"])
+    default = incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0}, nu=0.01)
+    np.testing.assert_array_equal(default.residuals(field, default.coeffs, batch, Autodiff())["momentum"],
+                                  b["momentum"])  # the default: beta 1, the auto radius (0.5 here)
     for bad in (-1.0, float("nan"), True, "1"):
         with pytest.raises(ConfigError, match="corner_weight"):
             flow(bad)
+
+
+def test_corner_radius_is_a_length_capped_at_the_admissible_radius(f64):
+    """corner_radius: R shrinks the weight's disk (the step's corner admits 0.5): points beyond
+    0.25 keep their full residual; a length above 0.5 is the same as 0.5; a bad value is one
+    paragraph naming the key."""
+    flow = lambda rad: incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0},  # noqa: E731
+                                           nu=0.01, corner_weight=2.0, corner_radius=rad)
+    full, half, capped = flow(0.5), flow(0.25), flow(0.9)
+    field = lambda x: jnp.stack([jnp.sin(x[0]) * x[1], jnp.cos(x[1]) * x[0], x[0] * x[1] ** 2])  # noqa: E731
+    pts = jnp.asarray([[1.1, 0.5], [1.0, 0.6], [1.2, 0.65], [1.3, 0.8], [3.0, 0.2]])
+    batch = {k: pts for k in full.terms}
+    a, b, c = (f.residuals(field, f.coeffs, batch, Autodiff()) for f in (full, half, capped))
+    r = np.hypot(pts[:, 0] - 1.0, pts[:, 1] - 0.5)
+    ratio = (np.minimum(r / 0.25, 1.0) / np.minimum(r / 0.5, 1.0)) ** 2  # weights' ratio, beta = 2
+    np.testing.assert_allclose(b["momentum"], a["momentum"] * ratio[:, None], rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(c["momentum"], a["momentum"])
+    assert ratio[-1] == 1.0 and ratio[0] == 4.0
+    for bad in (0.0, -0.2, float("inf"), True, "half"):
+        with pytest.raises(ConfigError, match="corner_radius"):
+            flow(bad)
+
+
+def test_local_radii_cover_the_asked_fraction_of_the_area(f64):
+    """'auto': the corners' sectors cover 15 % of the shape, capped at each corner's largest
+    radius. The L-bend (area 3, one 270-degree corner admitting 1): sqrt(0.45 / (3 pi / 4))
+    exactly (polygon area in closed form); a channel less a square (no closed-form area:
+    the 256 x 256 grid's estimate, exact here but for the cells the square's edges cut)."""
+    from pinnkit.geometry.stokes_corner import local_radii, reentrant_corners
+    from pinnkit.problems.expression import read_domain
+
+    sides = {f"side{i}": "walls" for i in range(6)}
+    bend = read_domain({"polygon": {"vertices": [[0, 0], [2, 0], [2, 2], [1, 2], [1, 1], [0, 1]],
+                                    "names": sides}}, "d")
+    corners = reentrant_corners(bend, {"walls"}, 0.02)
+    assert len(corners) == 1 and corners[0].radius == pytest.approx(1.0)
+    np.testing.assert_allclose(local_radii(bend, corners), [math.sqrt(0.45 / (0.75 * math.pi))], rtol=1e-12)
+    walls = {k: "walls" for k in ("left", "right", "bottom", "top")}
+    square = {"rectangle": {"lower": [1, 0.3], "upper": [1.2, 0.5], "name": "sq"}}
+    chan = read_domain({"difference": [{"rectangle": {"lower": [0, 0], "upper": [3, 1], "names": walls}},
+                                       square]}, "d")
+    corners = reentrant_corners(chan, {"walls", "sq"}, 0.02)
+    assert len(corners) == 4
+    np.testing.assert_allclose(local_radii(chan, corners), [0.2] * 4, rtol=1e-12)  # 15 %: 0.217, capped
+    np.testing.assert_allclose(local_radii(chan, corners, cover=0.05),
+                               [math.sqrt(0.05 * 2.96 / (4 * 0.75 * math.pi))] * 4, rtol=2e-3)

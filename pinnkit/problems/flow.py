@@ -36,7 +36,7 @@ from ..errors import did_you_mean as _suggest
 from ..expr import ExprError, Resolver, Symbols, host_function, point_function
 from ..geometry.distance import DistanceDirichlet, normalised
 from ..geometry.domains import SpaceTime
-from ..geometry.stokes_corner import StokesCornerEnrichment, reentrant_corners
+from ..geometry.stokes_corner import StokesCornerEnrichment, local_radii, reentrant_corners
 from ..geometry.stream import curl_lifting, stream_velocity
 from ..physics.flow import inscribed_circles
 from ..physics.problem import Problem
@@ -97,14 +97,15 @@ def _enforced(exact: tuple[str, ...], hard_velocity: str, terms: dict) -> tuple[
     return (*exact, *(t for t in ("continuity", "flux") if t in terms))
 
 
-def _corner_weighted(fn, corners, beta: float):
-    """``fn``'s residual times the product over ``corners`` of min(1, r/R)^beta (``corner_weight``)."""
+def _corner_weighted(fn, corners, radii, beta: float):
+    """``fn``'s residual times the product over ``corners`` of min(1, r/R)^beta, R the
+    corner's entry of ``radii`` (``corner_weight``, ``corner_radius``)."""
 
     def residual(f, c):
         x, y = f.coord("x"), f.coord("y")
         w = 1.0
-        for k in corners:
-            t2 = ((x - k.center[0]) ** 2 + (y - k.center[1]) ** 2) / k.radius**2
+        for k, rad in zip(corners, radii, strict=True):
+            t2 = ((x - k.center[0]) ** 2 + (y - k.center[1]) ** 2) / rad**2
             w = w * jnp.minimum(t2, 1.0) ** (0.5 * beta)
         return fn(f, c) * w
 
@@ -125,7 +126,8 @@ def incompressible_flow(
     flux_circles: int = 0,
     hard_velocity: str = "all",
     corner_modes: bool = False,
-    corner_weight: float = 0.0,
+    corner_weight: float = 1.0,
+    corner_radius: float | str = "auto",
     name: str = "incompressible_flow",
     description: str = "",
 ) -> Problem:
@@ -167,12 +169,17 @@ def incompressible_flow(
       (Dean–Montagnon modes, one trainable coefficient each;
       `pinnkit.geometry.stokes_corner`): a plain network cannot represent the unbounded
       velocity gradient and pressure there.
-    - `corner_weight`: $\beta \ge 0$ (0: off). The momentum residual is multiplied by
-      $\prod_c \min(1, r_c / R_c)^{\beta}$ about every re-entrant no-slip corner $c$
-      (cut-off radius $R_c$ as for `corner_modes`). At such a corner the true solution's
-      squared momentum residual, $\sim r^{2\lambda_1 - 4}$, is not integrable, so the plain
-      collocation loss has no finite value there and its minimiser is biased; with
+    - `corner_weight`: $\beta \ge 0$ (default 1; 0: off). The momentum residual is
+      multiplied by $\prod_c \min(1, r_c / R_c)^{\beta}$ about every re-entrant no-slip
+      corner $c$ (none: no change). At such a corner the true solution's squared momentum
+      residual, $\sim r^{2\lambda_1 - 4}$, is not integrable, so the plain collocation
+      loss has no finite value there and its minimiser is biased; with
       $\beta > 1 - \lambda_1$ (0.46 at 270 degrees) the weighted loss is finite.
+    - `corner_radius`: $R_c$ of `corner_weight`: ``"auto"`` (default;
+      `pinnkit.geometry.stokes_corner.local_radii`: the radius at which the corners'
+      sectors cover 15 % of the shape's area, at most each corner's largest admissible
+      radius, the distance to the nearest boundary that does not meet at the corner) or a
+      length > 0 (capped at that largest radius).
     - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
       same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
       `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
@@ -222,6 +229,11 @@ def incompressible_flow(
                                                and math.isfinite(corner_weight) and corner_weight >= 0):
         raise ConfigError(f"{KEY}.corner_weight: expected a number >= 0 (0: off; above 1 - lambda_1, "
                           f"0.46 at a 270-degree corner, the loss is finite), got {corner_weight!r}.")
+    if corner_radius != "auto" and (isinstance(corner_radius, bool) or not (
+            isinstance(corner_radius, int | float) and math.isfinite(corner_radius) and corner_radius > 0)):
+        raise ConfigError(f"{KEY}.corner_radius: the corner weight's radius, 'auto' (the default: the "
+                          "corners' disks cover 15 % of the shape) or a length > 0 (capped at each "
+                          f"corner's largest admissible radius), got {corner_radius!r}.")
     if not isinstance(corner_modes, bool):
         raise ConfigError(f"{KEY}.corner_modes: expected true or false, got {corner_modes!r}.")
     if isinstance(flux_circles, bool) or not isinstance(flux_circles, int) or flux_circles < 0:
@@ -241,7 +253,10 @@ def incompressible_flow(
     walls = {b for b, g in values.items() if g is None}
     corners = reentrant_corners(dom, walls, visc) if (corner_modes or corner_weight > 0) else ()
     if corners and corner_weight > 0:
-        terms["momentum"] = Equation(_corner_weighted(momentum_residual, corners, float(corner_weight)))
+        radii = (local_radii(dom, corners) if corner_radius == "auto"
+                 else tuple(min(c.radius, float(corner_radius)) for c in corners))
+        weighted = _corner_weighted(momentum_residual, corners, radii, float(corner_weight))
+        terms["momentum"] = Equation(weighted)
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
     if hard_velocity not in ("all", "zero", *_CURLS):
