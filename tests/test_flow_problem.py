@@ -181,13 +181,13 @@ def test_bad_input_exits_2_with_one_paragraph(case, tmp_path, monkeypatch, capsy
     assert "Traceback" not in err and "\n\n" not in err.strip(), err
 
 
-def test_the_four_untuned_flows_share_one_recipe():
+def test_the_untuned_flows_share_one_recipe():
     # issue 36's generalisation claim: one documented recipe, no per-case settings beyond
     # the geometry and the physics (the problem block)
     import yaml
 
     flows = sorted((TINY.parents[1] / "flows").glob("*.yaml"))
-    assert [f.stem for f in flows] == ["bend", "cavity", "obstacles", "step"]
+    assert [f.stem for f in flows] == ["bend", "cavity", "contraction", "obstacles", "step"]
     recipes = {}
     for f in flows:
         cfg = yaml.safe_load(f.read_text())
