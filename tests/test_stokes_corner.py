@@ -172,7 +172,7 @@ def test_local_radii_cover_the_asked_fraction_of_the_area(f64):
     """'auto': the corners' sectors cover 15 % of the shape, capped at each corner's largest
     radius. The L-bend (area 3, one 270-degree corner admitting 1): sqrt(0.45 / (3 pi / 4))
     exactly (polygon area in closed form); a channel less a square (no closed-form area:
-    the 256 x 256 grid's estimate, exact here but for the cells the square's edges cut)."""
+    the sampler's Sobol estimate of its share of the bounding box, 2^16 points)."""
     from pinnkit.geometry.stokes_corner import local_radii, reentrant_corners
     from pinnkit.problems.expression import read_domain
 

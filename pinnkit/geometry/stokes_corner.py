@@ -237,16 +237,10 @@ def local_radii(shape: AbstractShape, corners: tuple[StokesCorner, ...],
                 cover: float = 0.15) -> tuple[float, ...]:
     r"""A radius per corner for a weight that stays local: $R_c = \min(R_{c,max}, \ell)$ with
     $\ell$ the radius at which the corners' sectors, $\sum_c \tfrac12\omega_c\ell^2$, cover the
-    fraction ``cover`` of the shape's area (estimated on a 256 x 256 grid of its bounding box
-    when the shape has no closed-form measure), $R_{c,max}$ the corner's largest admissible
-    radius (`StokesCorner.radius`)."""
-    area = shape.measure()
-    if area is None:
-        lo, hi = (np.asarray(b, float) for b in shape.bbox())
-        g = (np.arange(256) + 0.5) / 256
-        pts = lo + (hi - lo) * np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)
-        with jax.ensure_compile_time_eval():
-            inside = np.asarray(jax.vmap(shape.sdf)(jnp.asarray(pts, jnp.asarray(0.0).dtype))) < 0
-        area = float(inside.mean() * np.prod(hi - lo))
+    fraction ``cover`` of the shape's area (its interior's share of the bounding box,
+    `AbstractShape.acceptance`: closed-form or the sampler's memoised Sobol estimate),
+    $R_{c,max}$ the corner's largest admissible radius (`StokesCorner.radius`)."""
+    lo, hi = shape.bbox()
+    area = shape.acceptance("interior") * math.prod(b - a for a, b in zip(lo, hi, strict=True))
     ell = math.sqrt(cover * area / sum(0.5 * c.angle for c in corners))
     return tuple(min(c.radius, ell) for c in corners)

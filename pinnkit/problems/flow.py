@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping
 
 import jax.numpy as jnp
+import numpy as np
 
 from .._host import HostFunction
 from ..errors import ConfigError, name_list
@@ -100,14 +101,15 @@ def _enforced(exact: tuple[str, ...], hard_velocity: str, terms: dict) -> tuple[
 def _corner_weighted(fn, corners, radii, beta: float):
     """``fn``'s residual times the product over ``corners`` of min(1, r/R)^beta, R the
     corner's entry of ``radii`` (``corner_weight``, ``corner_radius``)."""
+    # one vector of corners (not a Python loop unrolled into the residual: a term each)
+    centers = np.asarray([k.center for k in corners], float)  # (corners, 2)
+    inv_r2 = 1.0 / np.asarray(radii, float) ** 2
 
     def residual(f, c):
         x, y = f.coord("x"), f.coord("y")
-        w = 1.0
-        for k, rad in zip(corners, radii, strict=True):
-            t2 = ((x - k.center[0]) ** 2 + (y - k.center[1]) ** 2) / rad**2
-            w = w * jnp.minimum(t2, 1.0) ** (0.5 * beta)
-        return fn(f, c) * w
+        cx, cy, s = (jnp.asarray(a, x.dtype) for a in (centers[:, 0], centers[:, 1], inv_r2))
+        t2 = ((x - cx) ** 2 + (y - cy) ** 2) * s
+        return fn(f, c) * jnp.prod(jnp.minimum(t2, 1.0) ** (0.5 * beta))
 
     return residual
 

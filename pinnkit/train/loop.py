@@ -463,8 +463,8 @@ def fit(
     # The phase whose optimiser state `state` holds, so that a resume restores it.
     last_phase = phase_of_state if phase_of_state is not None else _phase_at(run, step)
     if state is None:  # resumed at the end: nothing to do (the checkpoint's optimiser state)
-        state = initial_state(run, run.phases[min(last_phase, len(run.phases) - 1)], params,
-                              step=step, extra=extra, opt_state=opt_state)
+        state = initial_state(run, run.phases[last_phase], params, step=step, extra=extra,
+                              opt_state=opt_state)
     save(state, last_phase)
     network, coeffs = eqx.combine(state.params, static)
     res = FitResult(
