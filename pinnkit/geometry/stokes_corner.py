@@ -59,12 +59,13 @@ def stokes_exponents(omega: float, below: float = 2.0) -> tuple[tuple[float, str
     for parity, sign in (("even", 1.0), ("odd", -1.0)):
         g = lambda lam, s=sign: math.sin(lam * omega) + s * lam * math.sin(omega)  # noqa: E731
         grid = np.linspace(1e-6, below, 4001)
-        vals = [g(t) for t in grid]
-        for a, b, ga, gb in zip(grid[:-1], grid[1:], vals[:-1], vals[1:], strict=True):
-            if ga == 0 or ga * gb > 0:
-                continue
+        vals = np.sin(grid * omega) + sign * grid * math.sin(omega)
+        for i in np.flatnonzero((vals[:-1] != 0) & (vals[:-1] * vals[1:] <= 0)):
+            a, b, ga = float(grid[i]), float(grid[i + 1]), g(grid[i])
             for _ in range(200):
                 m = 0.5 * (a + b)
+                if m in (a, b):
+                    break  # adjacent floats: no later step moves a or b
                 gm = g(m)
                 if ga * gm <= 0:
                     b = m
