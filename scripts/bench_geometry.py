@@ -4,6 +4,7 @@
     taskset -c 1 .venv/bin/python scripts/bench_geometry.py [--quick]
     taskset -c 1 .venv/bin/python scripts/bench_geometry.py --build [--timeout 60]
     taskset -c 1 .venv/bin/python scripts/bench_geometry.py --mesh [--sizes 10000,100000]
+    taskset -c 1 .venv/bin/python scripts/bench_geometry.py --corners [--sizes 100,1000]
 
 CPU seconds (`time.process_time`) per call after a warm-up (compile excluded), best of
 ``--repeat``. The step-share line compares one Adam step (loss and gradient, Taylor
@@ -28,6 +29,11 @@ packages are importable; trimesh's R-tree and the jnp brute force on fewer point
 max difference to the float64 brute force on 10^3 of them (10^2 at 10^5 triangles), the inside test, interior
 sampling points/s (per step in jit and a fixed set on the host) and the smooth distance
 function of `pinnkit.geometry.mesh_adf` in jit.
+
+``--corners`` times the search for re-entrant no-slip corners that every incompressible
+flow with the corner weight runs (`pinnkit.geometry.stokes_corner.reentrant_corners`) on
+a star polygon of n vertices (radii 1 and 0.6 alternating: n/2 reflex corners), all
+sides walls: CPU seconds of the first call (its batched sdf compilations included).
 """
 
 from __future__ import annotations
@@ -334,6 +340,27 @@ def build_table(timeout: float, sizes) -> None:
             print(f"| {label} | {n} | {row['cpu_s']:.2f} | {note} |", flush=True)
 
 
+def star(n: int):
+    """A star polygon of ``n`` vertices, radii 1 and 0.6 alternating, every side a wall."""
+    from pinnkit.geometry import Polygon
+
+    th = 2 * np.pi * np.arange(n) / n
+    r = np.where(np.arange(n) % 2 == 0, 1.0, 0.6)
+    return Polygon(np.stack([r * np.cos(th), r * np.sin(th)], 1).tolist(), name="walls")
+
+
+def corner_table(sizes) -> None:
+    from pinnkit.geometry.stokes_corner import reentrant_corners
+
+    print("| star vertices | re-entrant corners | CPU s |")
+    print("|---|---|---|")
+    for n in sizes:
+        shape = star(n)
+        t0 = time.process_time()
+        found = reentrant_corners(shape, {"walls"}, 0.01)
+        print(f"| {n} | {len(found)} | {time.process_time() - t0:.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sets (a smoke test)")
@@ -342,12 +369,15 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0, help="--build: CPU seconds per row")
     ap.add_argument("--sizes", default=None, help="--build / --mesh: comma-separated sizes")
     ap.add_argument("--mesh", action="store_true", help="mesh query backends side by side")
+    ap.add_argument("--corners", action="store_true", help="re-entrant corner search against vertices")
     ap.add_argument("--build-one", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.build_one:
         return build_one(a.build_one[0], int(a.build_one[1]))
     if a.build:
         return build_table(a.timeout, [int(v) for v in (a.sizes or "10,100,1000,10000,100000").split(",")])
+    if a.corners:
+        return corner_table([int(v) for v in (a.sizes or "100,1000").split(",")])
     if a.mesh:
         return mesh_table([int(v) for v in (a.sizes or "10000,100000").split(",")], 200_000, a.repeat)
     n = 4096 if a.quick else 16384

@@ -42,6 +42,9 @@ matmuls would reach; ``× roofline`` is each row's CPU rate over it.
 
     taskset -c 1 python scripts/bench_train.py [--problems P1,P2,P3] [--methods taylor,...]
     taskset -c 1 python scripts/bench_train.py --accumulate 16 --configs CONFIG ...   # a config's step
+
+With ``--configs`` each config's ``numerics.x64`` switches float64 on or off, once, as the
+command does; configs of one invocation that disagree are refused.
 """
 
 import argparse
@@ -62,6 +65,7 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
 from pinnkit.diffops import METHODS  # noqa: E402
+from pinnkit.errors import ConfigError  # noqa: E402
 from pinnkit.parallel.mesh import make_mesh, replicate  # noqa: E402
 from pinnkit.run.build import build_run  # noqa: E402
 from pinnkit.run.config import from_dict, load_config  # noqa: E402
@@ -201,10 +205,25 @@ def floor_step(problem: str, chunk: int, blocks: int = 1):
     return steps, (layers, opt.init(layers))
 
 
-def config_step(path: str, chunk: int, accumulate: int):
-    """``(fn, args)``: a config file's phase-0 chunk of ``chunk`` steps as the training loop
+def load_configs(paths: list[str]) -> dict:
+    """Each config file's `RunConfig`, JAX's float64 switched as their ``numerics.x64`` says
+    (once, before anything is built, as the command does); `ConfigError` if they disagree."""
+    cfgs = {path: load_config(path) for path in paths}
+    x64 = {path: bool(cfg.numerics.x64) for path, cfg in cfgs.items()}
+    if len(set(x64.values())) > 1:
+        wide = [p for p, v in x64.items() if v]
+        narrow = [p for p, v in x64.items() if not v]
+        raise ConfigError(f"--configs: {', '.join(wide)} run in float64 (numerics.x64: true) but "
+                          f"{', '.join(narrow)} in float32, and JAX's precision is set once per process; "
+                          "time them in separate invocations")
+    jax.config.update("jax_enable_x64", any(x64.values()))
+    return cfgs
+
+
+def config_step(cfg, chunk: int, accumulate: int):
+    """``(fn, args)``: a config's phase-0 chunk of ``chunk`` steps as the training loop
     builds it (`pinnkit.train.step.make_chunk`), in ``accumulate`` micro-batches."""
-    run = build_run(load_config(path))
+    run = build_run(cfg)
     params, static = split_model(run)
     phase = run.phases[0]
     state = initial_state(run, phase, params)
@@ -213,17 +232,18 @@ def config_step(path: str, chunk: int, accumulate: int):
     return (lambda arrays, state: fn(arrays, state, *args)[1]["loss"]), (point_arrays(run), state)
 
 
-def config_rates(paths: list[str], ks: list[int], chunk: int, repeats: int, auto: bool = False) -> None:
-    """Prints each config's CPU steps/s with each micro-batch count of ``ks``, timed in turns,
-    and how far the chunk's losses are from one batch's; with ``auto``, also the K that
-    ``train.accumulate: auto`` chooses for the config (its row, if not in ``ks``)."""
-    for path in paths:
+def config_rates(cfgs: dict, ks: list[int], chunk: int, repeats: int, auto: bool = False) -> None:
+    """Prints each config's (``{path: RunConfig}``, `load_configs`) CPU steps/s with each
+    micro-batch count of ``ks``, timed in turns, and how far the chunk's losses are from one
+    batch's; with ``auto``, also the K that ``train.accumulate: auto`` chooses for the
+    config (its row, if not in ``ks``)."""
+    for path, cfg in cfgs.items():
         if auto:
-            k, temp, took = auto_accumulate(build_run(load_config(path)))
+            k, temp, took = auto_accumulate(build_run(cfg))
             print(f"{path}: accumulate auto chose {k} (step temporaries {temp:.1f} MiB, cache "
                   f"{(cache_bytes() or 0) / 2**20:.1f} MiB; choosing took {took:.1f} CPU s)", flush=True)
             ks = sorted({*ks, k})
-        calls = [config_step(path, chunk, k) for k in ks]
+        calls = [config_step(cfg, chunk, k) for k in ks]
         losses = [fn(*a) for fn, a in calls]
         rates = timed_in_turns(calls, chunk, repeats)
         diff = [float(jnp.max(jnp.abs(x / losses[0] - 1))) for x in losses]
@@ -343,7 +363,12 @@ def main(argv=None):
     auto = "auto" in given
     if args.configs:
         ks = sorted({1, *(int(k) for k in given if k != "auto")})
-        config_rates(args.configs, ks, args.chunk, args.repeats, auto)
+        try:
+            cfgs = load_configs(args.configs)
+        except ConfigError as e:
+            print(f"bench_train: {e}", file=sys.stderr)
+            return 2
+        config_rates(cfgs, ks, args.chunk, args.repeats, auto)
         return 0
     figures = not args.no_figures
     rows, peers = [], {}

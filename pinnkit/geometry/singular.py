@@ -153,10 +153,127 @@ def _segment_world(part: Part) -> tuple[np.ndarray, np.ndarray]:
     return tuple(f.scale * (r @ np.asarray(p)) + b for p in (part.atom.a, part.atom.b))
 
 
-def _point_segment(c, a, b) -> float:
-    e = b - a
-    h = float(np.clip(np.dot(c - a, e) / np.dot(e, e), 0.0, 1.0))
-    return float(np.linalg.norm(c - a - h * e))
+def _distances(parts: tuple[Part, ...], ends: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """``(points, parts)``: the distance from each point to each part, the straight ones
+    (world ends ``ends[i]``, nan for a curved part) in closed form for all at once, each
+    curved one by one batched call of its own ``distance``."""
+    a, e = ends[:, 0], ends[:, 1] - ends[:, 0]
+    ca = pts[:, None, :] - a[None]
+    with np.errstate(invalid="ignore", divide="ignore"):  # a point-like segment: nan, as "through"
+        h = np.clip((ca[..., 0] * e[:, 0] + ca[..., 1] * e[:, 1]) / (e[:, 0] * e[:, 0] + e[:, 1] * e[:, 1]),
+                    0.0, 1.0)
+    r = ca - h[..., None] * e
+    out = np.sqrt(r[..., 0] * r[..., 0] + r[..., 1] * r[..., 1])
+    dtype = jnp.asarray(0.0).dtype
+    for i, p in enumerate(parts):
+        if not isinstance(p.atom, Segment):
+            out[:, i] = np.asarray(jax.vmap(p.distance)(jnp.asarray(pts, dtype)))
+    return out
+
+
+def wedges(shape: AbstractShape, points, what: str = "corner") -> list[tuple[float, float, float]
+                                                                      | ValueError]:
+    """The wedge of the 2-D ``shape`` at each of ``points`` (``(n, 2)``), as `corner` finds
+    it: ``(start, omega, r_max)``, or the `ValueError` `corner` raises there (not on the
+    boundary, on a curved part, where separate pieces touch, a straight boundary).
+
+    One pass over the parts for all points: their distances to every part in one batched
+    array (chunks of $2^{20}$ entries), then the probes of all points' edges and sectors in
+    two batched ``sdf`` calls; the per-point work is over the few parts through it."""
+    with jax.ensure_compile_time_eval():
+        return _wedges(shape, np.asarray(points, float).reshape(-1, 2), what)
+
+
+def batched_sdf(shape: AbstractShape, points) -> np.ndarray:
+    """``shape.sdf`` at each of ``points`` (``(n, d)``, n >= 0) by one vmapped call, the batch
+    padded to a power of two so that the searches' successive probes reuse its compilation."""
+    if not len(points):
+        return np.zeros(0)
+    x = np.asarray(points, float).reshape(len(points), -1)
+    pad = np.zeros((1 << (len(x) - 1).bit_length(), x.shape[1]))
+    pad[:len(x)] = x
+    with jax.ensure_compile_time_eval():
+        return np.asarray(jax.vmap(shape.sdf)(jnp.asarray(pad, jnp.asarray(0.0).dtype)))[:len(x)]
+
+
+def _wedges(shape: AbstractShape, pts: np.ndarray, what: str) -> list:
+    lo, hi = shape.bbox()
+    tol = 1e-9 * math.dist(lo, hi)
+    eps = 1e-6 * math.dist(lo, hi)
+    parts = all_parts(shape)
+    ends = np.array([_segment_world(p) if isinstance(p.atom, Segment) else np.full((2, 2), np.nan)
+                     for p in parts]).reshape(-1, 2, 2)
+    out: list = [None] * len(pts)
+    found = {}  # point index -> (rays [[angle, extent], ...], r_max)
+    rows = max(1, 2 ** 20 // max(len(parts), 1))
+    for lo_i in range(0, len(pts), rows):
+        d = _distances(parts, ends, pts[lo_i:lo_i + rows])
+        beyond = d > tol  # not through the point (nan, a point-like segment, counts as through)
+        far_all = np.where(beyond, d, np.inf).min(axis=1)
+        for k in range(len(d)):
+            i, c, far = lo_i + k, pts[lo_i + k], float(far_all[k])
+            dirs = []  # (angle, extent) of each edge from c
+            for j in np.flatnonzero(~beyond[k]):
+                if not isinstance(parts[j].atom, Segment):
+                    out[i] = ValueError(f"{what}.at: {c.tolist()} lies on the curved boundary part "
+                                        f"{parts[j].name!r}; a corner enrichment needs two straight edges "
+                                        "meeting at the point")
+                    break
+                for e in ends[j]:
+                    length = float(np.linalg.norm(e - c))
+                    if length > tol:
+                        dirs.append((math.atan2(e[1] - c[1], e[0] - c[0]) % (2 * math.pi), length))
+            if out[i] is not None:
+                continue
+            if not dirs:
+                out[i] = ValueError(f"{what}.at: {c.tolist()} is not on the shape's boundary (nearest "
+                                    f"boundary part at distance {far:.4g}); give the coordinates of a corner")
+                continue
+            rays: list[list[float]] = []  # merged directions: [angle, longest extent]
+            for ang, length in sorted(dirs):
+                if rays and abs(ang - rays[-1][0]) < 1e-9:
+                    rays[-1][1] = max(rays[-1][1], length)
+                else:
+                    rays.append([ang, length])
+            if len(rays) > 1 and abs(rays[0][0] + 2 * math.pi - rays[-1][0]) < 1e-9:
+                rays[0][1] = max(rays[0][1], rays.pop()[1])
+            found[i] = rays, min(far, *(r[1] for r in rays))
+
+    def probe(items):  # sdf at c + 0.5 r_max (cos a, sin a) for each (point index, angle a)
+        return batched_sdf(shape, [pts[i] + 0.5 * found[i][1] * np.asarray([math.cos(a), math.sin(a)])
+                                   for i, a in items])
+
+    # a ray is an edge only where the shape's boundary is (not a wall CSG removed)
+    items = [(i, r[0]) for i, (rays, _) in found.items() for r in rays]
+    on = iter(np.abs(probe(items)) <= eps)
+    for i, (rays, r_max) in list(found.items()):
+        found[i] = [r for r in rays if next(on)], r_max
+    # the sectors between consecutive edges; within r_max the shape is a union of them
+    sectors = []
+    for i, (rays, _) in found.items():
+        for k, (ang, _) in enumerate(rays):
+            width = (rays[(k + 1) % len(rays)][0] - ang) % (2 * math.pi) or 2 * math.pi
+            sectors.append((i, ang, width))
+    inner = iter(probe([(i, ang + 0.5 * width) for i, ang, width in sectors]) < 0)
+    inside: dict[int, list] = {i: [] for i in found}
+    for (i, ang, width), ok in zip(sectors, inner, strict=True):
+        if ok:
+            inside[i].append((ang, width))
+    for i, (rays, r_max) in found.items():
+        c = pts[i]
+        if not rays:
+            out[i] = ValueError(f"{what}.at: {c.tolist()} is not on the shape's boundary (the edges through "
+                                "it lie inside the shape); give the coordinates of a corner")
+        elif len(inside[i]) != 1:
+            out[i] = ValueError(f"{what}.at: {c.tolist()} is where {len(inside[i])} separate sectors of the "
+                                "shape meet, not a corner of one region; enrich corners where exactly two "
+                                "edges bound the shape")
+        elif abs(inside[i][0][1] - math.pi) < 1e-9:
+            out[i] = ValueError(f"{what}.at: {c.tolist()} is not a corner: the boundary is straight there "
+                                "(interior angle 180 degrees, no singularity)")
+        else:
+            out[i] = (float(inside[i][0][0]), float(inside[i][0][1]), float(r_max))
+    return out
 
 
 def corner(shape: AbstractShape, at, radius: float | None = None, terms: int | None = None,
@@ -192,62 +309,10 @@ def _corner(shape: AbstractShape, at, radius: float | None, terms: int | None, w
         raise ValueError(f"{what}: a corner enrichment needs a 2-D geometry shape (polygon, CSG of "
                          f"2-D primitives), not {type(shape).__name__} with coordinates {shape.coords}")
     c = np.asarray(check_point(at, 2, f"{what}.at"))
-    lo, hi = shape.bbox()
-    tol = 1e-9 * math.dist(lo, hi)
-    far, dirs = math.inf, []  # nearest part not through c; (angle, extent) of each edge from c
-    for p in all_parts(shape):
-        if isinstance(p.atom, Segment):
-            a, b = _segment_world(p)
-            d = _point_segment(c, a, b)
-        else:
-            d = float(p.distance(jnp.asarray(c, jnp.asarray(0.0).dtype)))
-        if d > tol:
-            far = min(far, d)
-            continue
-        if not isinstance(p.atom, Segment):
-            raise ValueError(f"{what}.at: {c.tolist()} lies on the curved boundary part {p.name!r}; a corner "
-                             "enrichment needs two straight edges meeting at the point")
-        for e in (a, b):
-            length = float(np.linalg.norm(e - c))
-            if length > tol:
-                dirs.append((math.atan2(e[1] - c[1], e[0] - c[0]) % (2 * math.pi), length))
-    if not dirs:
-        raise ValueError(f"{what}.at: {c.tolist()} is not on the shape's boundary (nearest boundary part "
-                         f"at distance {far:.4g}); give the coordinates of a corner")
-    rays: list[list[float]] = []  # merged directions: [angle, longest extent]
-    for ang, length in sorted(dirs):
-        if rays and abs(ang - rays[-1][0]) < 1e-9:
-            rays[-1][1] = max(rays[-1][1], length)
-        else:
-            rays.append([ang, length])
-    if len(rays) > 1 and abs(rays[0][0] + 2 * math.pi - rays[-1][0]) < 1e-9:
-        rays[0][1] = max(rays[0][1], rays.pop()[1])
-    r_max = min(far, *(r[1] for r in rays))
-    # a ray is an edge only where the shape's boundary is (not a wall CSG removed)
-    dtype = jnp.asarray(0.0).dtype
-    eps = 1e-6 * math.dist(lo, hi)
-    rays = [r for r in rays if abs(float(shape.sdf(jnp.asarray(
-        c + 0.5 * r_max * np.asarray([math.cos(r[0]), math.sin(r[0])]), dtype)))) <= eps]
-    if not rays:
-        raise ValueError(f"{what}.at: {c.tolist()} is not on the shape's boundary (the edges through it lie "
-                         "inside the shape); give the coordinates of a corner")
-    # the sectors between consecutive edges; within r_max the shape is a union of them
-    inside = []
-    for i, (ang, _) in enumerate(rays):
-        nxt = rays[(i + 1) % len(rays)][0]
-        width = (nxt - ang) % (2 * math.pi) or 2 * math.pi
-        m = ang + 0.5 * width
-        probe = c + 0.5 * r_max * np.asarray([math.cos(m), math.sin(m)])
-        if float(shape.sdf(jnp.asarray(probe, dtype))) < 0:
-            inside.append((ang, width))
-    if len(inside) != 1:
-        raise ValueError(f"{what}.at: {c.tolist()} is where {len(inside)} separate sectors of the shape "
-                         "meet, not a corner of one region; enrich corners where exactly two edges bound "
-                         "the shape")
-    start, omega = inside[0]
-    if abs(omega - math.pi) < 1e-9:
-        raise ValueError(f"{what}.at: {c.tolist()} is not a corner: the boundary is straight there "
-                         "(interior angle 180 degrees, no singularity)")
+    w = _wedges(shape, c[None], what)[0]
+    if isinstance(w, ValueError):
+        raise w
+    start, omega, r_max = w
     if radius is None:
         radius = r_max
     elif not (math.isfinite(float(radius)) and 0 < float(radius) <= r_max * (1 + 1e-12)):
