@@ -123,10 +123,10 @@ def test_corner_modes_with_a_curl_constraint_are_refused():
                             corner_modes="no")
 
 
-def test_corner_weight_scales_the_momentum_residual_near_the_corner_only(f64):
-    """corner_weight: beta multiplies momentum by min(1, r/R)^beta about the step's corner
-    (R = 0.5), continuity untouched; beta = 1 is the default; a bad weight is one paragraph
-    naming the key."""
+def test_corner_weight_scales_momentum_and_continuity_near_the_corner_only(f64):
+    """corner_weight: beta multiplies momentum and continuity by min(1, r/R)^beta about the
+    step's corner (R = 0.5), the boundary terms untouched; beta = 1 is the default; a bad
+    weight is one paragraph naming the key."""
     flow = lambda w: incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0},  # noqa: E731
                                          nu=0.01, corner_weight=w)
     plain, weighted = flow(0.0), flow(1.0)
@@ -137,11 +137,15 @@ def test_corner_weight_scales_the_momentum_residual_near_the_corner_only(f64):
     b = weighted.residuals(field, weighted.coeffs, batch, Autodiff())
     r = np.hypot(pts[:, 0] - 1.0, pts[:, 1] - 0.5)
     w = np.minimum(r / 0.5, 1.0)
-    np.testing.assert_allclose(b["momentum"], a["momentum"] * w[:, None], rtol=1e-12, atol=1e-15)
-    np.testing.assert_array_equal(b["continuity"], a["continuity"])
+    for name in ("momentum", "continuity"):
+        np.testing.assert_allclose(b[name], a[name] * w[:, None], rtol=1e-12, atol=1e-15)
+    assert np.all(w[:2] < 0.5) and np.all(np.abs(np.asarray(a["continuity"][:2])) > 1e-3)  # where it acts
+    for name in ("inlet", "walls", "outlet"):
+        np.testing.assert_array_equal(b[name], a[name])
     default = incompressible_flow(STEP, {"inlet": ["16*(y - 0.5)*(1 - y)", 0], "walls": 0}, nu=0.01)
-    np.testing.assert_array_equal(default.residuals(field, default.coeffs, batch, Autodiff())["momentum"],
-                                  b["momentum"])  # the default: beta 1, the auto radius (0.5 here)
+    got = default.residuals(field, default.coeffs, batch, Autodiff())
+    for name in ("momentum", "continuity"):  # the default: beta 1, the auto radius (0.5 here)
+        np.testing.assert_array_equal(got[name], b[name])
     for bad in (-1.0, float("nan"), True, "1"):
         with pytest.raises(ConfigError, match="corner_weight"):
             flow(bad)

@@ -171,12 +171,15 @@ def incompressible_flow(
       (Dean–Montagnon modes, one trainable coefficient each;
       `pinnkit.geometry.stokes_corner`): a plain network cannot represent the unbounded
       velocity gradient and pressure there.
-    - `corner_weight`: $\beta \ge 0$ (default 1; 0: off). The momentum residual is
-      multiplied by $\prod_c \min(1, r_c / R_c)^{\beta}$ about every re-entrant no-slip
-      corner $c$ (none: no change). At such a corner the true solution's squared momentum
-      residual, $\sim r^{2\lambda_1 - 4}$, is not integrable, so the plain collocation
-      loss has no finite value there and its minimiser is biased; with
-      $\beta > 1 - \lambda_1$ (0.46 at 270 degrees) the weighted loss is finite.
+    - `corner_weight`: $\beta \ge 0$ (default 1; 0: off). The momentum and continuity
+      residuals are multiplied by $\prod_c \min(1, r_c / R_c)^{\beta}$ about every
+      re-entrant no-slip corner $c$ (none: no change). At such a corner the true
+      solution's squared momentum residual, $\sim r^{2\lambda_1 - 4}$, is not integrable,
+      so the plain collocation loss has no finite value there and its minimiser is biased;
+      with $\beta > 1 - \lambda_1$ (0.46 at 270 degrees) the weighted loss is finite. A
+      smooth velocity's divergence misses the singular gradient $\sim r^{\lambda_1 - 1}$
+      there too: unweighted, the few points of a draw near the corner carry the
+      continuity loss and change from one draw to the next.
     - `corner_radius`: $R_c$ of `corner_weight`: ``"auto"`` (default;
       `pinnkit.geometry.stokes_corner.local_radii`: the radius at which the corners'
       sectors cover 15 % of the shape's area, at most each corner's largest admissible
@@ -257,8 +260,11 @@ def incompressible_flow(
     if corners and corner_weight > 0:
         radii = (local_radii(dom, corners) if corner_radius == "auto"
                  else tuple(min(c.radius, float(corner_radius)) for c in corners))
-        weighted = _corner_weighted(momentum_residual, corners, radii, float(corner_weight))
-        terms["momentum"] = Equation(weighted)
+        # continuity too: a smooth velocity's divergence misses the corner's singular
+        # gradient (~ r^(lambda - 1)) there, and unweighted its few points there dominate
+        # the loss on one draw of the points and not on the next
+        for name, fn in (("momentum", momentum_residual), ("continuity", continuity_residual)):
+            terms[name] = Equation(_corner_weighted(fn, corners, radii, float(corner_weight)))
     for b in outflows:
         terms[b] = Equation(do_nothing(b, dom.normal), where=b)
     if hard_velocity not in ("all", "zero", *_CURLS):
