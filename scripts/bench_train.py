@@ -43,8 +43,8 @@ matmuls would reach; ``× roofline`` is each row's CPU rate over it.
     taskset -c 1 python scripts/bench_train.py [--problems P1,P2,P3] [--methods taylor,...]
     taskset -c 1 python scripts/bench_train.py --accumulate 16 --configs CONFIG ...   # a config's step
 
-With ``--configs`` each config's ``numerics.x64`` switches float64 on or off, once, as the
-command does; configs of one invocation that disagree are refused.
+With ``--configs`` the configs' ``numerics`` (float64, matmul precision) are switched on once,
+as the command does; configs of one invocation that disagree are refused.
 """
 
 import argparse
@@ -64,6 +64,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
+from pinnkit.cli.jaxsetup import apply_numerics  # noqa: E402
 from pinnkit.diffops import METHODS  # noqa: E402
 from pinnkit.errors import ConfigError  # noqa: E402
 from pinnkit.parallel.mesh import make_mesh, replicate  # noqa: E402
@@ -206,17 +207,16 @@ def floor_step(problem: str, chunk: int, blocks: int = 1):
 
 
 def load_configs(paths: list[str]) -> dict:
-    """Each config file's `RunConfig`, JAX's float64 switched as their ``numerics.x64`` says
-    (once, before anything is built, as the command does); `ConfigError` if they disagree."""
+    """Each config file's `RunConfig`, with the command's own numerics switched on from them
+    (`pinnkit.cli.jaxsetup.apply_numerics`: float64, matmul precision, compilation cache;
+    once, before anything is built); `ConfigError` if they disagree."""
     cfgs = {path: load_config(path) for path in paths}
-    x64 = {path: bool(cfg.numerics.x64) for path, cfg in cfgs.items()}
-    if len(set(x64.values())) > 1:
-        wide = [p for p, v in x64.items() if v]
-        narrow = [p for p, v in x64.items() if not v]
-        raise ConfigError(f"--configs: {', '.join(wide)} run in float64 (numerics.x64: true) but "
-                          f"{', '.join(narrow)} in float32, and JAX's precision is set once per process; "
-                          "time them in separate invocations")
-    jax.config.update("jax_enable_x64", any(x64.values()))
+    kinds = {path: (bool(c.numerics.x64), c.numerics.matmul_precision) for path, c in cfgs.items()}
+    if len(set(kinds.values())) > 1:
+        seen = "; ".join(f"{p}: x64 {x}, matmul_precision {m}" for p, (x, m) in kinds.items())
+        raise ConfigError(f"--configs: the configs' numerics differ ({seen}), and JAX's precision is set "
+                          "once per process; time them in separate invocations")
+    apply_numerics(next(iter(cfgs.values())), None)
     return cfgs
 
 
