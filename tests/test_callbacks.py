@@ -176,6 +176,47 @@ def test_time_limit_shortens_the_last_chunk(limit, monkeypatch):
     assert len(losses) == 163 and losses == [h["loss"] for h in full.history][:163]
 
 
+def test_time_budget_ends_a_shortened_chunk_where_a_hold_ends():
+    """The clock of `test_time_budget_prefers_a_compiled_size` (0.305 s left: 20 new steps
+    or 30 compiled ones fit) with holds of 8 steps: a compiled 24 from step 0 ends a hold
+    and runs; a compiled 28 would stop 4 steps into the next hold, whose rest (to 32) does
+    not fit: 16 new steps run instead; the compiled 25 from step 3 ends mid-hold and gives
+    way to 13 new steps (3 + 13 = 16); the bisection's 20 becomes 19 from step 5. With
+    0.055 s left (no compilation fits) a compiled 3 from step 5 ends a hold and runs, a
+    compiled 5 does not: 0."""
+    b = FakeBudget(1.005, None)
+    b.compiled(0, b.now())
+    b.ran(0, 10, b.now())
+    b.t = 0.7
+    assert b.chunk_size(0, 24, {24}, step=0, every=8) == 24
+    assert b.chunk_size(0, 28, {28}, step=0, every=8) == 16
+    assert b.chunk_size(0, 50, {50, 25}, step=3, every=8) == 13
+    assert b.chunk_size(0, 50, {50, 16}, step=0, every=8) == 16
+    assert b.chunk_size(0, 50, {50}, step=5, every=8) == 19
+    b.t = 0.95
+    assert b.chunk_size(0, 50, {50, 3}, step=5, every=8) == 3
+    assert b.chunk_size(0, 50, {50, 5}, step=5, every=8) == 0
+
+
+@pytest.mark.parametrize("every, stop", [(5, 160), (100, 100)])
+def test_time_limit_ends_at_the_end_of_a_hold(every, stop, monkeypatch):
+    """The budget of `test_time_limit_shortens_the_last_chunk` with the points redrawn
+    every 5 steps: its 13 new steps become 10, and the run stops at step 160, where a hold
+    ends, not 3 steps into the next (then 0.035 s are left: less than a chunk or a
+    compilation). Held for 100 steps, longer than a chunk of 50: at step 100 the chunk
+    fits but the rest of its hold (to 200) does not, and the run stops there. Both on the
+    unlimited run's trajectory."""
+    import dataclasses
+
+    monkeypatch.setattr(loop, "TimeBudget", FakeBudget)
+    run = build_run(_cfg("sampler.resample=true", f"sampler.resample_every={every}"))
+    full = pinnkit.fit(run, progress=False)
+    res = pinnkit.fit(dataclasses.replace(run, max_cpu_time=1.835), progress=False)
+    assert res.result is pinnkit.RESULTS.max_time and res.step == stop
+    losses = [h["loss"] for h in res.history]
+    assert len(losses) == stop and losses == [h["loss"] for h in full.history][:stop]
+
+
 def test_time_budget_prefers_a_compiled_size():
     """10 ms a step, 100 ms a compilation, 0.305 s left: 20 new steps fit after a
     compilation, 30 of an already compiled chunk without one; none once spent."""

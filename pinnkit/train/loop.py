@@ -13,7 +13,8 @@ all steps done, a phase's tolerance met at the last phase, a non-finite or diver
 loss (``run.divergence_factor`` over the best loss so far: the last good state is kept
 and checkpointed), a callback's stop (`pinnkit.train.callbacks`: early stopping), the
 ``run.max_time`` wall or ``run.max_cpu_time`` CPU seconds spent (`TimeBudget`: a chunk
-that would overrun them is shortened to the steps that fit), or a signal.
+that would overrun them is shortened to the steps that fit, ending where a hold of the
+sampler's points ends), or a signal.
 
 The same code runs in every process of a multi-process job (`pinnkit.parallel.distributed`):
 the mesh spans all processes' devices, each process places only its own rows of the
@@ -276,6 +277,7 @@ def fit(
     loss = make_loss(run, static, accumulate=accumulate, remat=remat)
     key = train_key(run)
     total = run.total_steps
+    hold = loss.sampler.every if loss.sampler.resample else 1  # steps the points are held
 
     step, opt_state, phase_of_state = 0, None, None
     extra = init_extra(run)
@@ -375,7 +377,7 @@ def fit(
                                                 make_redraw(run, loss, key), state)
                     ready = redraw(state)
                 if budget is not None:  # the same size on every process (a collective)
-                    n = int(broadcast_from_main(np.int64(budget.chunk_size(pi, n, chunks))))
+                    n = int(broadcast_from_main(np.int64(budget.chunk_size(pi, n, chunks, step, hold))))
                     if n == 0:  # spent, or not one more step fits
                         result = RESULTS.max_time
                         break

@@ -154,19 +154,29 @@ class TimeBudget:
         return all(lim is None or u + n * p + e <= lim
                    for u, lim, p, e in zip(used, self.limits, per, extra, strict=True))
 
-    def chunk_size(self, phase: int, n: int, compiled) -> int:
-        """The steps of the next chunk: ``n`` if they fit (or the phase is unmeasured and
-        time is left), else the most that fit, preferring a size in ``compiled``; 0 when
-        a limit is spent or not one step fits."""
+    def chunk_size(self, phase: int, n: int, compiled, step: int = 0, every: int = 1) -> int:
+        """The steps of the next chunk, which begins at global step ``step``: ``n`` if they
+        fit (or the phase is unmeasured and time is left), else the most that fit,
+        preferring a size in ``compiled``; 0 when a limit is spent or not one step fits.
+
+        With ``every`` = k > 1 (the sampler holds its points for k steps, ``k`` may exceed
+        the chunk) the clock stops a run only where a hold ends: a chunk runs whole if the
+        rest of the hold it ends in fits too, and a shortened chunk ends where a hold ends
+        (``step + size ≡ 0 mod k``), or is 0. The run then returns the field its last held
+        points trained, not one a few steps into a redraw, where a second-order optimiser's
+        field moves most; it gives up at most k − 1 steps' time."""
         if not self._fits(phase, 0, False):
             return 0
-        if phase not in self.per_step or self._fits(phase, n, n not in compiled):
+        hold_end = lambda k: -(-(step + k) // every) * every - step  # noqa: E731  (steps)
+        if phase not in self.per_step or self._fits(phase, hold_end(n), n not in compiled):
             return n
-        ready = [k for k in compiled if k < n and self._fits(phase, k, False)]
+        ready = [k for k in compiled
+                 if k < n and hold_end(k) == k and self._fits(phase, k, False)]
         lo, hi = 0, n - 1  # the most steps a new compilation leaves room for (bisection)
         while lo < hi:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if self._fits(phase, mid, True) else (lo, mid - 1)
+        lo = max(0, (step + lo) // every * every - step)  # fits: fewer steps than the most
         return max([*ready, lo])
 
 
