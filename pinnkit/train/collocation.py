@@ -53,6 +53,12 @@ class Sampler(eqx.Module):
     resample: bool = eqx.field(static=True, default=False)
     every: int = eqx.field(static=True, default=1)
 
+    @property
+    def hold(self) -> int:
+        """Steps one draw of the points is used for: `every` with `resample`, else 1 (one
+        fixed set: no redraw for the step key or the time budget to keep in step with)."""
+        return self.every if self.resample else 1
+
     def check(self, problem: Problem, n_devices: int) -> None:
         """Raises ``ValueError`` (with both name sets) if batch and terms do not match."""
         sampled = {k for k, t in problem.terms.items() if t.where != "data"}

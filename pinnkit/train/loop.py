@@ -277,7 +277,6 @@ def fit(
     loss = make_loss(run, static, accumulate=accumulate, remat=remat)
     key = train_key(run)
     total = run.total_steps
-    hold = loss.sampler.every if loss.sampler.resample else 1  # steps the points are held
 
     step, opt_state, phase_of_state = 0, None, None
     extra = init_extra(run)
@@ -377,7 +376,8 @@ def fit(
                                                 make_redraw(run, loss, key), state)
                     ready = redraw(state)
                 if budget is not None:  # the same size on every process (a collective)
-                    n = int(broadcast_from_main(np.int64(budget.chunk_size(pi, n, chunks, step, hold))))
+                    n = budget.chunk_size(pi, n, chunks, step, loss.sampler.hold)
+                    n = int(broadcast_from_main(np.int64(n)))
                     if n == 0:  # spent, or not one more step fits
                         result = RESULTS.max_time
                         break

@@ -170,7 +170,7 @@ def redraw_points(run: Run, loss: Loss, params, key, points: dict) -> dict:
 def step_key(loss: Loss, key, step):
     """The key of global step ``step`` (``fold_in(key, step // every)`` when the sampler
     holds its draws for ``every`` steps)."""
-    every = loss.sampler.every if loss.sampler.resample else 1
+    every = loss.sampler.hold
     return jax.random.fold_in(key, step if every == 1 else step // every)
 
 
