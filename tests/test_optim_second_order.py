@@ -12,6 +12,9 @@ gradient (`pinnkit.optim.woodbury`), float64 throughout.
   more rows than parameters, agree with `natural_gradient` (the Gramian of
   `Loss.gauss_newton`), and 1 and 4 devices agree; SPRING's closed forms agree and
   minimise their objective; momentum 0 is the plain step.
+- The lazy (chord) Gauss-Newton step (``refresh``) reads the Gramian on refresh steps
+  only, reaches plain Gauss-Newton's minimiser, solves with the old factor in between,
+  and refuses (then refreshes after) a step that raises the loss.
 """
 
 import io
@@ -351,3 +354,94 @@ def test_woodbury_fixed_step_follows_a_schedule_of_the_step_count(x64):
 def test_woodbury_rejects_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         woodbury_natural_gradient(**kw)
+
+
+# ------------------------------------------------------------ lazy (chord) Gauss-Newton
+
+
+def _nonlinear_least_squares():
+    """r(p) = A p - b + 0.1 sin(A p) (40 rows, 6 unknowns), its mean-square loss and
+    Gauss-Newton matrix 2 J^T J / 40: a well-conditioned problem (cond(A) ~ 3)."""
+    a = jax.random.normal(jax.random.key(0), (40, 6))
+    b = jax.random.normal(jax.random.key(1), (40,))
+    res = lambda p: a @ p["x"] - b + 0.1 * jnp.sin(a @ p["x"])  # noqa: E731
+    loss = lambda p: jnp.mean(res(p) ** 2)  # noqa: E731
+
+    def gram(p):
+        j = jax.jacfwd(lambda x: res({"x": x}))(p["x"])
+        return 2 * j.T @ j / 40
+
+    return loss, gram
+
+
+def _gn(opt, loss, gram, p, steps, lazy):
+    """``steps`` updates; with ``lazy`` the Gramian passed off refresh steps is all NaN
+    (so a step that read it would be NaN)."""
+    from pinnkit.optim.natgrad import refreshes
+
+    state = opt.init(p)
+    for _ in range(steps):
+        g = gram(p) if not lazy or bool(refreshes(state, lazy)) else jnp.full((6, 6), jnp.nan)
+        u, state = opt.update(jax.grad(loss)(p), state, p, gramian=g, value_fn=loss, value=loss(p))
+        p = optax.apply_updates(p, u)
+    return p, state
+
+
+def test_lazy_gauss_newton_reads_the_gramian_on_refresh_steps_only_and_converges(x64):
+    """``refresh=4``: the Gramian is read on steps 0, 4, 8, ... only (NaN elsewhere) and
+    30 chord steps reach plain Gauss-Newton's minimiser to 1e-10 relative. Tolerance:
+    the chord iteration contracts by about the change of J over a step (the 0.1 sin
+    term) per step, so 30 steps end at the rounding floor, ~cond(A) x eps ~ 1e-15."""
+    loss, gram = _nonlinear_least_squares()
+    p0 = {"x": jnp.zeros(6)}
+    plain, _ = _gn(natural_gradient(damping=1e-12, grid=10), loss, gram, p0, 15, lazy=0)
+    lazy, state = _gn(natural_gradient(damping=1e-12, grid=10, refresh=4), loss, gram, p0, 30, lazy=4)
+    assert np.all(np.isfinite(lazy["x"]))
+    assert _rel_norm(lazy["x"], plain["x"]) < 1e-10
+    assert int(state.count) == 30 and 1 <= int(state.age) <= 4
+
+
+def _rel_norm(a, b) -> float:
+    return float(np.linalg.norm(np.asarray(a) - np.asarray(b)) / np.linalg.norm(np.asarray(b)))
+
+
+def test_lazy_gauss_newton_step_solves_with_the_old_factor(x64):
+    """The second step of ``refresh=3`` is -eta (G_0 + lambda_0 I)^{-1} grad L(p_1): the
+    first step's damped Gramian with the second point's gradient, against numpy's solve
+    (cond(G_0 + lambda I) ~ 10: rtol 1e-12)."""
+    loss, gram = _nonlinear_least_squares()
+    opt, p0 = natural_gradient(damping=1e-3, grid=10, refresh=3), {"x": jnp.zeros(6)}
+    state = opt.init(p0)
+    u, state = opt.update(jax.grad(loss)(p0), state, p0, gramian=gram(p0), value_fn=loss, value=loss(p0))
+    p1 = optax.apply_updates(p0, u)
+    g1 = jax.grad(loss)(p1)
+    u, state2 = opt.update(g1, state, p1, gramian=jnp.full((6, 6), jnp.nan), value_fn=loss, value=loss(p1))
+    g0 = np.asarray(gram(p0))
+    want = -np.linalg.solve(g0 + 1e-3 * np.trace(g0) / 6 * np.eye(6), np.asarray(g1["x"]))
+    assert float(state2.step_size) > 0 and int(state2.age) == 2
+    np.testing.assert_allclose(np.asarray(u["x"]), float(state2.step_size) * want, rtol=1e-12, atol=0)
+
+
+def test_lazy_gauss_newton_refuses_a_step_that_raises_the_loss(x64):
+    """With an old factor that no longer fits (here 1e-4 I: a direction 1e8 x the
+    gradient) every trial point of a 2-point grid raises the loss: the step is refused
+    (zero update, step_size 0) and the next step refreshes; a refresh step never is."""
+    from pinnkit.optim.natgrad import LazyGramianState, refreshes
+
+    loss, gram = _nonlinear_least_squares()
+    opt, p = natural_gradient(damping=1e-3, grid=2, refresh=5), {"x": jnp.zeros(6)}
+    stale = LazyGramianState(jnp.asarray(3), jnp.asarray(1.0), 1e-4 * jnp.eye(6), jnp.asarray(1))
+    assert not bool(refreshes(stale, 5))
+    u, state = opt.update(jax.grad(loss)(p), stale, p, gramian=jnp.full((6, 6), jnp.nan),
+                          value_fn=loss, value=loss(p))
+    np.testing.assert_array_equal(np.asarray(u["x"]), 0.0)
+    assert float(state.step_size) == 0.0 and bool(refreshes(state, 5))
+    u, state = opt.update(jax.grad(loss)(p), state, p, gramian=gram(p), value_fn=loss, value=loss(p))
+    assert float(state.step_size) > 0 and int(state.age) == 1
+    assert float(loss(optax.apply_updates(p, u))) < float(loss(p))
+
+
+def test_lazy_gauss_newton_rejects_bad_arguments():
+    for kw in ({"refresh": 0}, {"refresh": 2, "safeguard": True}):
+        with pytest.raises(ValueError, match="refresh"):
+            natural_gradient(**kw)

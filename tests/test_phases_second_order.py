@@ -11,6 +11,9 @@ and the ``natural_gradient`` solvers.
 - Through the phase, the point-space (Woodbury) and parameter-space natural gradients
   take the same step to 1e-10 (relative 2-norm) in float64, with fewer rows than parameters and with
   more; ``auto`` picks the one the shapes call for; SPRING momentum changes the step.
+- ``refresh`` (the lazy Gramian): the second step solves with the first step's damped
+  Gramian and its own gradient, and a run interrupted between refreshes resumes
+  bit-identically (the factor is in the checkpoint).
 """
 
 import json
@@ -72,7 +75,14 @@ def test_ssbroyden_phase_resumes_mid_phase_bit_identically(x64, tmp_path, traine
     """Interrupted after two chunks (10 steps into the ssbroyden phase) and resumed, the
     run's per-step losses and final checkpoint equal the uninterrupted run's bit for
     bit (the two kinds share the state layout and the step: one of them suffices)."""
-    full, over = _trained("ssbroyden", tmp_path / "a", trained), _over("ssbroyden", trained.seed)
+    full = _trained("ssbroyden", tmp_path / "a", trained)
+    _resumes_bit_identically(_over("ssbroyden", trained.seed), full, tmp_path)
+
+
+def _resumes_bit_identically(over, full, tmp_path) -> None:
+    """The run of ``over`` interrupted after two chunks (step 20, 10 steps into the
+    second phase) and resumed in ``tmp_path/b``: every step's loss and the final
+    checkpoint equal those of ``full`` (the uninterrupted run in ``tmp_path/a``) bitwise."""
     calls = iter(range(10_000))
     part = fit(build_run(load_config(TINY, over), mesh=make_mesh(1)), out_dir=tmp_path / "b",
                progress=False, should_stop=lambda: next(calls) >= 2)
@@ -139,10 +149,11 @@ def test_a_dense_matrix_that_does_not_fit_exits_2_through_the_cli(tmp_path):
 # ------------------------------------------------------------------ natural gradient
 
 
-def _ng_step(solver: str, batch: int, *extra: str):
+def _ng_step(solver: str, batch: int, *extra: str, grid: int = 6):
     """Parameters after one natural-gradient step (solver ``solver``) from the same
     initial network on tiny P1 (width 8: 97 parameters, ``batch`` interior rows)."""
-    phase = f"{{kind: natural_gradient, solver: {solver}, damping: 1.0e-3, step_grid: 6{''.join(extra)}}}"
+    phase = (f"{{kind: natural_gradient, solver: {solver}, damping: 1.0e-3, step_grid: {grid}"
+             f"{''.join(extra)}}}")
     cfg = load_config(TINY, ["numerics.x64=true", "network.width=8", f"sampler.batch.pde={batch}",
                              "sampler.method=sobol", "train.steps=2", f"optim.phases.0={phase}"])
     run = build_run(cfg, mesh=make_mesh(1))
@@ -214,7 +225,8 @@ def test_a_step_size_schedule_scales_the_second_step(x64):
 def test_natural_gradient_options_are_validated():
     for bad, key in [("momentum: 1.0", "momentum"), ("step_size: 0", "step_size"),
                      ("solver: woodbury, safeguard: true", "safeguard"), ("solver: cg", "solver"),
-                     ("schedule: {kind: cosine}", "schedule.kind"),
+                     ("schedule: {kind: cosine}", "schedule.kind"), ("refresh: 0", "refresh"),
+                     ("refresh: 5, safeguard: true", "refresh"), ("refresh: 5, momentum: 0.5", "refresh"),
                      ("step_size: 0.2, schedule: {kind: exponential_decay, rate: 0}", "schedule.rate")]:
         with pytest.raises(ConfigError, match=f"optim.phases.0.{key}"):
             load_config(TINY, [f"optim.phases.0={{kind: natural_gradient, {bad}}}"])
@@ -229,3 +241,41 @@ def test_memory_plan_counts_the_solver():
     assert C(solver="auto").state_words(p, rows) == C(solver="woodbury").state_words(p, rows)
     assert C(solver="auto").state_words(p, 5000) == p * p + 5000 * p + p
     assert json.dumps(C(solver="auto").state_words(p, rows))  # a plain float
+    assert C(refresh=20).state_words(p, rows) == 2 * p * p + rows * p  # the kept factor
+
+
+def test_a_lazy_gramian_phase_steps_with_its_old_factor(x64):
+    """``refresh: 3`` through the phase on tiny P1 (97 parameters, 256 rows): the first
+    step is the plain method's (the same solve; rtol 1e-12 for two compilations of it),
+    the second -eta (G_0 + lambda_0 I)^{-1} grad L(p_1), with G_0 from `Loss.gauss_newton`
+    at the first point, against numpy (lambda = 1e-3 tr(G)/P bounds the condition number
+    by ~1e5: rtol 1e-9)."""
+    ph, p0, lazy1, lazy2, m = _ng_step("gramian", 256, ", refresh: 3", grid=20)
+    _, q0, plain1, _, _ = _ng_step("gramian", 256, grid=20)
+    np.testing.assert_array_equal(p0, q0)
+    assert ph.refresh == 3 and _rel(lazy1 - p0, plain1 - q0) < 1e-12
+    cfg = load_config(TINY, ["numerics.x64=true", "network.width=8", "sampler.batch.pde=256",
+                             "sampler.method=sobol", "train.steps=2"])
+    run = build_run(cfg, mesh=make_mesh(1))
+    params, static = split_model(run)
+    loss, arrays, key = make_loss(run, static), point_arrays(run), jax.random.key(0)
+    unravel = ravel_pytree(params)[1]
+    _, _, g0, _ = loss.gauss_newton(unravel(p0), key, arrays)
+    _, _, _, grad1 = loss.gauss_newton(unravel(lazy1), key, arrays)
+    g0, grad1 = np.asarray(g0), np.asarray(ravel_pytree(grad1)[0])
+    d = -np.linalg.solve(g0 + 1e-3 * np.trace(g0) / g0.shape[0] * np.eye(g0.shape[0]), grad1)
+    step = lazy2 - lazy1
+    eta = 2.0 ** round(np.log2(np.dot(step, d) / np.dot(d, d)))  # the grid's step, a power of 2
+    assert _rel(step, eta * d) < 1e-9
+
+
+def test_a_lazy_gramian_phase_resumes_bit_identically(x64, tmp_path):
+    """Adam 10 steps, then 30 of ``natural_gradient`` with ``refresh: 4`` (the factor is
+    optimiser state): interrupted 10 steps into the phase and resumed, every loss and
+    the final checkpoint equal the uninterrupted run's bit for bit."""
+    over = _over("natural_gradient, damping: 1.0e-3, step_grid: 8, refresh: 4", 0)
+    full = fit(build_run(load_config(TINY, over), mesh=make_mesh(1)), out_dir=tmp_path / "a", progress=False)
+    assert full.result is RESULTS.successful and full.step == 40
+    ng = [h for h in full.history if h["phase"] == 1]
+    assert ng[-1]["loss"] < 0.1 * ng[0]["loss"]  # it trains (a real trajectory to compare)
+    _resumes_bit_identically(over, full, tmp_path)

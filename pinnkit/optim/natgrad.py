@@ -51,6 +51,24 @@ class NaturalGradientState(NamedTuple):
     step_size: Array
 
 
+class LazyGramianState(NamedTuple):
+    """`NaturalGradientState` plus ``factor``, the upper Cholesky factor of the damped
+    Gramian $G + \\lambda I$ formed at the last refresh, and ``age``, the steps taken with
+    it (``refresh`` > 1; a separate type so that checkpoints of the plain method keep their
+    layout); ``step_size`` 0 marks a refused step."""
+
+    count: Array
+    step_size: Array
+    factor: Array
+    age: Array
+
+
+def refreshes(state: LazyGramianState, refresh: int) -> Array:
+    """Whether the step at ``state`` forms a new Gramian: the factor has served
+    ``refresh`` steps, or the last step was refused (the phase's first step is both)."""
+    return (state.age >= refresh) | (state.step_size == 0)
+
+
 class SafeguardedState(NamedTuple):
     """`NaturalGradientState` plus ``damping_scale``, the Levenberg-Marquardt multiplier
     $\\mu \\ge 1$ (``safeguard=True``; a separate type so that checkpoints of the plain
@@ -61,8 +79,8 @@ class SafeguardedState(NamedTuple):
     damping_scale: Array
 
 
-def natural_gradient(damping: float | Array = 1e-10, grid: int = 20,
-                     safeguard: bool = False) -> optax.GradientTransformationExtraArgs:
+def natural_gradient(damping: float | Array = 1e-10, grid: int = 20, safeguard: bool = False,
+                     refresh: int = 1) -> optax.GradientTransformationExtraArgs:
     """The damped Gauss-Newton step with a grid line search (module docstring).
 
     ``update(grads, state, params, *, gramian, value_fn, value=None)``: ``grads`` =
@@ -70,16 +88,31 @@ def natural_gradient(damping: float | Array = 1e-10, grid: int = 20,
     (`jax.flatten_util.ravel_pytree` order), ``value_fn(params) -> L``, ``value`` = $L$ at
     ``params``; with ``safeguard`` (and ``value`` given) a step that does not lower it is
     rejected (module docstring), else the grid's best step is always taken.
+
+    ``refresh`` = $k > 1$: the lazy (chord) Gauss-Newton method. The damped Gramian is
+    factored on a refresh step (`refreshes`: every $k$-th, and after a refused step;
+    ``gramian`` is read only there) and the steps between solve with that factor and
+    their own gradient, $d_t = -(G_{t_0} + \\lambda I)^{-1}\\nabla L(\\theta_t)$, so the
+    caller needs the Jacobian pass only on refresh steps. A step with an old factor whose
+    best trial point does not lower the loss (``value``) is refused (the parameters
+    stay) and the next step refreshes; a refresh step moves as the plain method does.
+    The factor ($P \\times P$) is optimiser state, and so in checkpoints. Not with
+    ``safeguard``.
     """
     # numbers are checked here; arrays (a training phase's traced inputs) by the phase's config
     if grid < 1 or (isinstance(damping, int | float) and damping < 0):
         raise ValueError(f"need damping >= 0 and grid >= 1: actual=({damping}, {grid})")
+    if refresh < 1 or (refresh > 1 and safeguard):
+        raise ValueError(f"need refresh >= 1, and 1 with the safeguard: actual={refresh}")
 
     def init(params):
         flat, _ = ravel_pytree(params)
         count, eta = jnp.zeros((), jnp.int32), jnp.zeros((), flat.dtype)
         if safeguard:
             return SafeguardedState(count, eta, jnp.ones((), flat.dtype))
+        if refresh > 1:  # step_size 0: the first step refreshes
+            factor = jnp.zeros((flat.size, flat.size), flat.dtype)
+            return LazyGramianState(count, eta, factor, jnp.zeros((), jnp.int32))
         return NaturalGradientState(count, eta)
 
     def update(grads, state, params=None, *, gramian, value_fn, value=None, **extra):
@@ -91,14 +124,28 @@ def natural_gradient(damping: float | Array = 1e-10, grid: int = 20,
         if safeguard:  # escalations need a base also when damping is 0
             mu = state.damping_scale
             scale = jnp.where(mu > 1, jnp.maximum(damping, 1e-10), damping) * mu
-        lam = scale * jnp.trace(gramian) / n
-        factor = jax.scipy.linalg.cho_factor(gramian + lam * jnp.eye(n, dtype=flat.dtype))
-        d = -jax.scipy.linalg.cho_solve(factor, g)
+
+        def factorise():  # upper Cholesky factor of G + lambda I
+            lam = scale * jnp.trace(gramian) / n
+            return jax.scipy.linalg.cho_factor(gramian + lam * jnp.eye(n, dtype=flat.dtype))[0]
+
+        if refresh > 1:
+            fresh = refreshes(state, refresh)
+            chol = jax.lax.cond(fresh, factorise, lambda: state.factor)
+        else:
+            chol = factorise()
+        d = -jax.scipy.linalg.cho_solve((chol, False), g)
         etas = 2.0 ** -jnp.arange(grid, dtype=flat.dtype)
         losses = jax.lax.map(lambda eta: value_fn(unravel(flat + eta * d)), etas)
         losses = jnp.where(jnp.isfinite(losses), losses, jnp.inf)
         best = jnp.argmin(losses)
         count = optax.safe_int32_increment(state.count)
+        if refresh > 1:  # an old factor's step must lower the loss, and no step may be non-finite
+            lower = jnp.asarray(True) if value is None else losses[best] < value
+            ok = jnp.isfinite(losses[best]) & (fresh | lower)
+            eta = jnp.where(ok, etas[best], 0.0)
+            age = jnp.where(fresh, 1, state.age + 1)
+            return unravel(eta * d), LazyGramianState(count, eta, chol, age)
         if not safeguard:
             return unravel(etas[best] * d), NaturalGradientState(count, etas[best])
         ok = jnp.asarray(True) if value is None else losses[best] < value

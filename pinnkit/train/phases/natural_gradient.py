@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
 from ...optim import natural_gradient, woodbury_natural_gradient
+from ...optim.natgrad import refreshes
 from ._base import AbstractOptimizerPhase, StepResult, positive_or_null, with_grad_norm
 from .optax import ScheduleConfig, schedule
 
@@ -43,8 +46,10 @@ class NaturalGradientConfig:
     (default), ``woodbury`` or ``auto``; ``momentum``: SPRING's $\\mu \\in [0, 1)$ (0: off);
     ``step_size``: a fixed step instead of the line search (null: the line search),
     ``schedule`` its schedule over the phase's steps (`ScheduleConfig`: ``step_size`` in
-    the place of the learning rate; needs ``step_size``); the module docstring says
-    which solve each choice runs."""
+    the place of the learning rate; needs ``step_size``); ``refresh``: form the Gramian
+    on every ``refresh``-th step only, the steps between reusing its factor with their
+    own gradient (`pinnkit.optim.natural_gradient`'s lazy Gauss-Newton; 1: every step);
+    the module docstring says which solve each choice runs."""
 
     kind: Literal["natural_gradient"] = "natural_gradient"
     steps: int | None = None
@@ -57,6 +62,7 @@ class NaturalGradientConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     tol: float | None = None
     grad_tol: float | None = None
+    refresh: int = 1
 
     @property
     def numbers(self) -> tuple[str, ...]:
@@ -76,6 +82,9 @@ class NaturalGradientConfig:
             ("damping", self.damping >= 0, "expected a number >= 0", self.damping),
             ("step_grid", self.step_grid >= 1, "expected an integer >= 1", self.step_grid),
             ("momentum", 0 <= self.momentum < 1, "expected a number in [0, 1)", self.momentum),
+            ("refresh", self.refresh >= 1 and (self.refresh == 1 or not (self.safeguard or self.uses_rows)),
+             "expected an integer >= 1; above 1 only with solver: gramian and no safeguard, momentum "
+             "or step_size", self.refresh),
             ("safeguard", not (self.safeguard and self.uses_rows),
              "the safeguard is only for solver: gramian without momentum or step_size", self.safeguard),
             ("schedule.kind", self.schedule.kind == "constant" or self.step_size is not None,
@@ -92,7 +101,8 @@ class NaturalGradientConfig:
         point_space = self.solver == "woodbury" or (self.solver == "auto" and rows < n_params)
         if point_space:
             return float(rows) ** 2 + rows * n_params + n_params
-        return float(n_params) ** 2 + rows * n_params + (n_params if self.uses_rows else 0)
+        lazy = float(n_params) ** 2 if self.refresh > 1 else 0.0  # the kept factor
+        return float(n_params) ** 2 + rows * n_params + (n_params if self.uses_rows else 0) + lazy
 
 
 class NaturalGradientPhase(AbstractOptimizerPhase):
@@ -104,6 +114,7 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
     gauss_newton: ClassVar[bool] = True
     updates_weights: ClassVar[bool] = False
     rows: bool = eqx.field(static=True, default=False)
+    refresh: int = eqx.field(static=True, default=1)
 
     @classmethod
     def from_config(cls, cfg, start, steps, coeff_lrs):
@@ -113,10 +124,11 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
             opt = woodbury_natural_gradient(damping=cfg.damping, grid=cfg.step_grid, solver=cfg.solver,
                                             momentum=cfg.momentum, learning_rate=eta)
         else:
-            opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard)
+            opt = natural_gradient(damping=cfg.damping, grid=cfg.step_grid, safeguard=cfg.safeguard,
+                                   refresh=cfg.refresh)
         horizon = None if cfg.step_size is None else cfg.schedule.horizon(steps)
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol, rows=cfg.uses_rows, options=cfg,
-                   horizon=horizon)
+                   horizon=horizon, refresh=cfg.refresh)
 
     def step(self, loss, params, state, key, arrays, ctx):
         value_fn = lambda p: loss.value(p, key, arrays, ctx)  # noqa: E731
@@ -125,6 +137,16 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
             updates, state = self.optimizer.update(params, state, params, jacobian=jac, residual=res,
                                                    value_fn=value_fn, value=total)
             grads = ravel_pytree(params)[1](jac.T @ res)  # grad L = J^T r (grad_tol only)
+        elif self.refresh > 1:  # the Jacobian pass on refresh steps only, a gradient between
+            def stale():
+                (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)
+                n = ravel_pytree(params)[0].size
+                return total, aux["terms"], jnp.zeros((n, n), state.factor.dtype), grads
+
+            total, terms, gram, grads = jax.lax.cond(
+                refreshes(state, self.refresh), lambda: loss.gauss_newton(params, key, arrays), stale)
+            updates, state = self.optimizer.update(grads, state, params, gramian=gram,
+                                                   value_fn=value_fn, value=total)
         else:  # Gramian and gradient in one pass; the line search evaluates the same loss
             total, terms, gram, grads = loss.gauss_newton(params, key, arrays)
             updates, state = self.optimizer.update(grads, state, params, gramian=gram,
