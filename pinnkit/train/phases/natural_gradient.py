@@ -137,18 +137,15 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
             updates, state = self.optimizer.update(params, state, params, jacobian=jac, residual=res,
                                                    value_fn=value_fn, value=total)
             grads = ravel_pytree(params)[1](jac.T @ res)  # grad L = J^T r (grad_tol only)
-        elif self.refresh > 1:  # the Jacobian pass on refresh steps only, a gradient between
-            def stale():
+        else:  # Gramian and gradient in one pass (refresh > 1: on refresh steps only); the line
+            # search evaluates the same loss
+            def stale():  # refresh > 1 between refreshes: the gradient alone (the Gramian is unread)
                 (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)
-                n = ravel_pytree(params)[0].size
-                return total, aux["terms"], jnp.zeros((n, n), state.factor.dtype), grads
+                return total, aux["terms"], jnp.zeros_like(state.factor), grads
 
-            total, terms, gram, grads = jax.lax.cond(
-                refreshes(state, self.refresh), lambda: loss.gauss_newton(params, key, arrays), stale)
-            updates, state = self.optimizer.update(grads, state, params, gramian=gram,
-                                                   value_fn=value_fn, value=total)
-        else:  # Gramian and gradient in one pass; the line search evaluates the same loss
-            total, terms, gram, grads = loss.gauss_newton(params, key, arrays)
+            fresh = lambda: loss.gauss_newton(params, key, arrays)  # noqa: E731
+            total, terms, gram, grads = (
+                fresh() if self.refresh == 1 else jax.lax.cond(refreshes(state, self.refresh), fresh, stale))
             updates, state = self.optimizer.update(grads, state, params, gramian=gram,
                                                    value_fn=value_fn, value=total)
         params = optax.apply_updates(params, updates)
