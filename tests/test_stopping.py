@@ -43,6 +43,27 @@ def test_divergence_is_an_outcome_with_the_last_good_checkpoint(tmp_path):
     assert [r["step"] for r in recs] == [0] and np.isfinite(recs[0]["loss"])
 
 
+def test_a_jump_at_a_redraw_is_named_as_overfitting_the_held_points(tmp_path):
+    """16 points held for 10 steps and a natural gradient with damping 1e-10: each hold's
+    337-parameter least-squares problem has 16 rows, so the first step solves it (held loss
+    ~1e-20) and the next draw's loss is far above it. The run stops as `diverged` at step
+    10, the first step on fresh points, and the message says so instead of advising a
+    lower learning rate; a jump inside a hold keeps the plain advice (test above)."""
+    out = tmp_path / "run"
+    r = _cli("--out", str(out), "--quiet", "--no-plots", "--set", "sampler.batch.pde=16",
+             "--set", "sampler.resample=true", "--set", "sampler.resample_every=10",
+             "--set", "optim.phases=[{kind: natural_gradient, damping: 1.0e-10}]",
+             "--set", "train.steps=40", "--set", "train.chunk=10",
+             "--set", "train.divergence_factor=100", "--set", "numerics.x64=true")
+    assert r.returncode == 1, r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["outcome"] == "diverged" and s["steps"] == 10, s  # the last hold's end kept
+    msg = " ".join(r.stderr.split())
+    assert "step 10, the first step on freshly drawn points (sampler.resample_every: 10)" in msg, msg
+    assert "Lower the learning rate" not in msg and "Lower the learning rate" not in s["message"]
+    assert "step 10, the first step on freshly drawn points" in s["message"]
+
+
 def test_divergence_raises_and_factor_is_configurable():
     cfg = load_config(TINY, ["optim.phases.0.lr=1e6", "train.steps=20", "train.chunk=10"])
     with pytest.raises(TrainingError, match="divergence_factor"):

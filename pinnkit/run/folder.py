@@ -332,7 +332,7 @@ def restored_message(res, out: Path) -> str:
     # RESULTS' messages read "what happened; what was kept. What to do": the middle part
     # is not true of a run that was deleted, so only the first and last are quoted.
     what, _, rest = res.result.value.partition(";")
-    advice = rest.partition(". ")[2] if res.result.failed else ""
+    advice = (res.detail or rest.partition(". ")[2]) if res.result.failed else ""
     return (f"--overwrite kept the old run: the new one stopped at step {res.step} ({what}) "
             f"before it earned a checkpoint, so it was deleted and {out} holds the old run "
             "again, unchanged. A new run replaces the old one once it writes a scheduled "

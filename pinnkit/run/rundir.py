@@ -191,7 +191,7 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
     return {
         "problem": run.config.problem.name,
         "outcome": res.result.name,
-        "message": res.result.value,
+        "message": res.message,
         "steps": res.step,
         # all windows together, like "steps" (train.steps is per window)
         "total_steps": run.total_steps * run.config.train.time_windows,

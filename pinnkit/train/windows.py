@@ -249,7 +249,8 @@ def fit_windows(run: Run, *, out_dir: str | Path | None = None, resume: bool | s
         (Path(out_dir) / "metrics.jsonl").write_text(text)
     model = Windowed(tuple(nets), edges[: len(nets) + 1], run.problem.domain.coords.index("t"))
     return FitResult(network=model, coeffs=res.coeffs, result=result, step=steps, history=history,
-                     wall_s=wall, bad_step=res.bad_step, timed_steps=timed_steps, cpu_s=cpu,
+                     wall_s=wall, bad_step=res.bad_step, detail=res.detail, timed_steps=timed_steps,
+                     cpu_s=cpu,
                      stop_reason=res.stop_reason,
                      steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"),
                      first_compile_s=first_compile_s, **compiled)
