@@ -134,7 +134,6 @@ class FitResult:
     first_compile_s: float | None = None
     accumulate: int = 1  # micro-batches per step (``"auto"`` resolved)
 
-
     @property
     def message(self) -> str:
         """The result's message; with this run's `detail`, the detail replaces its advice
