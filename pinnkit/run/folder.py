@@ -329,10 +329,11 @@ def check_parent(out: Path) -> None:
 def restored_message(res, out: Path) -> str:
     """The message of a new run deleted and the old one put back (`Replaced.restore`);
     ``res``: the new run's `pinnkit.train.loop.FitResult`."""
+    from ..train.records import result_message
     # RESULTS' messages read "what happened; what was kept. What to do": the middle part
     # is not true of a run that was deleted, so only the first and last are quoted.
-    what, _, rest = res.result.value.partition(";")
-    advice = (res.detail or rest.partition(". ")[2]) if res.result.failed else ""
+    what, _, rest = result_message(res.result, res.detail).partition(";")
+    advice = rest.partition(". ")[2] if res.result.failed else ""
     return (f"--overwrite kept the old run: the new one stopped at step {res.step} ({what}) "
             f"before it earned a checkpoint, so it was deleted and {out} holds the old run "
             "again, unchanged. A new run replaces the old one once it writes a scheduled "

@@ -34,6 +34,7 @@ from ..plot.fields import write_plots
 from ..train import checkpoint as ckpt
 from ..train.callbacks import Callback, extra_metrics
 from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
+from ..train.records import result_message
 from ..train.windows import fit_windows, load_windows
 from . import folder, loggers, memplan, yamlsafe
 from .build import build_problem, build_run, config_callbacks, reusing_problems
@@ -191,7 +192,7 @@ def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dic
     return {
         "problem": run.config.problem.name,
         "outcome": res.result.name,
-        "message": res.message,
+        "message": result_message(res.result, res.detail),
         "steps": res.step,
         # all windows together, like "steps" (train.steps is per window)
         "total_steps": run.total_steps * run.config.train.time_windows,

@@ -50,8 +50,10 @@ from .records import (
     TimeBudget,
     TrainClock,
     append_lines,
+    fresh_points_detail,
     log_records,
     next_multiple,
+    result_message,
     truncate_metrics,
 )
 from .spec import Run
@@ -133,29 +135,6 @@ class FitResult:
     compile_cpu_s: dict[str, float] = field(default_factory=dict)
     first_compile_s: float | None = None
     accumulate: int = 1  # micro-batches per step (``"auto"`` resolved)
-
-    @property
-    def message(self) -> str:
-        """The result's message; with this run's `detail`, the detail replaces its advice
-        (the messages read "what happened; what was kept. What to do")."""
-        if self.detail is None:
-            return self.result.value
-        return f"{self.result.value.partition('. ')[0]}. {self.detail}"
-
-
-def fresh_points_detail(kind: str, bad_step: int, sampler) -> str | None:
-    """Why a loss jumped at a redraw of held points (``sampler.resample_every`` = k > 1 and
-    ``bad_step`` a multiple of k), where the advice for a diverging optimiser misleads: the
-    loss of the held points was low, so the parameters fit those points and not the points
-    between them, which a second-order phase that solves each hold's points does readily."""
-    k = sampler.hold
-    if kind != "diverged" or k <= 1 or bad_step % k:
-        return None
-    return (f"The jump came at step {bad_step}, the first step on freshly drawn points "
-            f"(sampler.resample_every: {k}), not from a growing update: the network fits the "
-            "points it holds and not those between them. Draw more points per hold "
-            "(sampler.batch), hold them for fewer steps, raise a natural-gradient phase's "
-            "damping, or use a smaller network")
 
 
 def find_checkpoint(ck_dir: Path | None) -> tuple[Path, dict] | None:
@@ -328,7 +307,7 @@ def fit(
     next_ckpt = next_multiple(step, run.checkpoint_every)
     next_eval = next_multiple(step, run.eval_every)
     state = None
-    bad_step, detail = None, None
+    bad_step = None
     watchdog = Watchdog(stall_timeout)
     monitor = LossMonitor(run.divergence_factor)
     budget = TimeBudget(run.max_time, run.max_cpu_time) if (
@@ -432,7 +411,6 @@ def fit(
                 bad = monitor.first_bad(m["loss"][:taken])
                 if bad is not None:
                     bad_step = step + bad[0]
-                    detail = fresh_points_detail(bad[1], bad_step, loss.sampler)
                     log_records(metrics_path, history, m, step, pi, run.log_every, total, upto=bad_step)
                     result = RESULTS[bad[1]]
                     if donate:  # the input buffers were reused: restore the host copy
@@ -503,7 +481,7 @@ def fit(
         wall_s=time.perf_counter() - t_start,
         steps_per_s=timed_steps / timed_s if timed_s > 0 else float("nan"),
         bad_step=bad_step,
-        detail=detail,
+        detail=fresh_points_detail(result.name, bad_step, loss.sampler),
         timed_steps=timed_steps,
         cpu_s=time.process_time() - cpu_start,
         stop_reason=stopper.stop_reason() if result is RESULTS.early_stopped and stopper else None,
@@ -513,6 +491,6 @@ def fit(
         accumulate=accumulate,
     )
     if throw and result.failed:
-        raise TrainingError(f"step {bad_step}: {res.message}")
+        raise TrainingError(f"step {bad_step}: {result_message(result, res.detail)}")
     return res
 

@@ -202,6 +202,29 @@ class LossMonitor:
         return None
 
 
+def fresh_points_detail(kind: str, bad_step: int | None, sampler) -> str | None:
+    """For a run that ended as ``kind`` (a `RESULTS` name) at ``bad_step``: why a loss
+    jumped at a redraw of held points (``sampler.resample_every`` = k > 1 and ``bad_step``
+    a multiple of k), where the advice for a diverging optimiser misleads: the loss of the
+    held points was low, so the parameters fit those points and not the points between
+    them, which a second-order phase that solves each hold's points does readily. None
+    for any other end."""
+    k = sampler.hold
+    if kind != "diverged" or k <= 1 or bad_step % k:
+        return None
+    return (f"The jump came at step {bad_step}, the first step on freshly drawn points "
+            f"(sampler.resample_every: {k}), not from a growing update: the network fits the "
+            "points it holds and not those between them. Draw more points per hold "
+            "(sampler.batch), hold them for fewer steps, raise a natural-gradient phase's "
+            "damping, or use a smaller network")
+
+
+def result_message(result, detail: str | None) -> str:
+    """The message of how a run ended (a `RESULTS` member); a ``detail`` (`FitResult.detail`)
+    replaces its advice: the messages read "what happened; what was kept. What to do"."""
+    return result.value if detail is None else f"{result.value.partition('. ')[0]}. {detail}"
+
+
 def append_lines(path: Path | None, records: list[dict]) -> None:
     if path is None or not records or not is_main_process():
         return
