@@ -52,6 +52,10 @@ def main() -> int:
         print(f"{args.run_dir}: the problem has no reference field to fit (for incompressible_flow: "
               "problem.params.fem_reference: true in the run's config.yaml)", file=sys.stderr)
         return 2
+    if net.parity is not None:  # the fit below differentiates `raw`, which skips the symmetrisation
+        print(f"{args.run_dir}: the network has network.parity; this script fits networks without it",
+              file=sys.stderr)
+        return 2
     if net.transform is not None and not isinstance(net.transform, DistanceDirichlet):
         print(f"{args.run_dir}: the network's hard constraint is {type(net.transform).__name__}; this "
               "script fits networks without one or with DistanceDirichlet (hard_velocity: all)",
