@@ -38,7 +38,8 @@ training call's CPU seconds, as the harness records them; both printed) replaces
 recorded figure in the ``× fastest peer`` column. The *roofline* row is a plain
 float32 matmul (``--roofline-n`` cubed, a chain of them in one compiled scan) on the same
 core: its GFLOP/s, divided by a step's FLOPs, is the steps/s a step made only of such
-matmuls would reach; ``× roofline`` is each row's CPU rate over it.
+matmuls would reach; ``× roofline`` is each row's CPU rate over it
+(on an accelerator every ratio is of wall rates: the host's CPU only waits).
 
     taskset -c 1 python scripts/bench_train.py [--problems P1,P2,P3] [--methods taylor,...]
     taskset -c 1 python scripts/bench_train.py --accumulate 16 --configs CONFIG ...   # a config's step
@@ -49,6 +50,7 @@ as the command does; configs of one invocation that disagree are refused.
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -124,7 +126,8 @@ def timed_in_turns(calls, n_steps: int, repeats: int) -> list[tuple[float, float
             w0, c0 = time.perf_counter(), time.process_time()
             jax.block_until_ready(fn(*args))
             walls[i].append(n_steps / (time.perf_counter() - w0))
-            cpus[i].append(n_steps / (time.process_time() - c0))
+            cpu = time.process_time() - c0  # 0 on an accelerator whose host only waited
+            cpus[i].append(n_steps / cpu if cpu > 0 else math.inf)
     return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)]
 
 
@@ -304,15 +307,16 @@ def figures_of(one_step, args, blocks: int = 1) -> dict:
 
 
 def roofline(n: int, repeats: int) -> float:
-    """CPU GFLOP/s of a chain of 8 float32 ``(n, n) @ (n, n)`` matmuls in one compiled scan."""
+    """GFLOP/s of a chain of 8 float32 ``(n, n) @ (n, n)`` matmuls in one compiled scan: CPU
+    seconds on a CPU, wall seconds on an accelerator (its host's CPU time is not the chip's)."""
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32) / n**0.5
 
     @jax.jit
     def chain(a):
         return jax.lax.scan(lambda c, _: (jnp.tanh(c @ a), None), a, None, length=8)[0]
 
-    cpu = timed(chain, (a,), 8, repeats)[1]  # "steps" = matmuls
-    return cpu * 2 * n**3 / 1e9
+    wall, cpu = timed(chain, (a,), 8, repeats)  # "steps" = matmuls
+    return (cpu if jax.default_backend() == "cpu" else wall) * 2 * n**3 / 1e9
 
 
 def deepxde_torch(problem: str, steps: int) -> dict | None:
@@ -372,8 +376,10 @@ def main(argv=None):
         return 0
     figures = not args.no_figures
     rows, peers = [], {}
+    clock = "cpu" if jax.default_backend() == "cpu" else "wall"  # an accelerator's host waits
+    label = "CPU" if clock == "cpu" else "wall"
     gflops = roofline(args.roofline_n, args.repeats)
-    print(f"roofline: float32 {args.roofline_n}^3 matmul, {gflops:.1f} GFLOP/s (CPU time)", flush=True)
+    print(f"roofline: float32 {args.roofline_n}^3 matmul, {gflops:.1f} GFLOP/s ({label} time)", flush=True)
     for prob in args.problems.split(","):
         peer = deepxde_torch(prob, args.peer_steps)  # run again after the rows' rounds
         print(f"{prob}: floor loss vs pinnkit loss, relative difference {check_floor(prob):.1e}",
@@ -424,19 +430,19 @@ def main(argv=None):
           "compiled step\n")
     peer_note = ("DeepXDE-PyTorch measured in this run" if peers
                  else "the fastest peer's recorded CPU rate (PEER_VENVS unset)")
-    print(f"× fastest peer: against {peer_note}; × roofline: CPU steps/s over {gflops:.1f} GFLOP/s "
+    print(f"× fastest peer: against {peer_note}; × roofline: {label} steps/s over {gflops:.1f} GFLOP/s "
           "divided by the step's FLOPs\n")
-    print("| problem | implementation | wall steps/s | CPU steps/s | × floor (CPU) "
-          "| × fastest peer (CPU) | × roofline | GFLOP | top-level fusions | temp MiB |")
+    print(f"| problem | implementation | wall steps/s | CPU steps/s | × floor ({label}) "
+          f"| × fastest peer ({label}) | × roofline | GFLOP | top-level fusions | temp MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for prob, r, floor in rows:
         has = figures and "flops" in r
         fus = "—" if not has or r["fusions"] is None else r["fusions"]
         fig = f"{r['flops'] / 1e9:.3f} | {fus} | {r['temp_mib']:.1f}" if has else "— | — | —"
-        roof = f"{r['cpu'] * r['flops'] / 1e9 / gflops:.2f}" if has else "—"
-        to_floor = f"{r['cpu'] / floor['cpu']:.2f}" if floor is not None else "—"
+        roof = f"{r[clock] * r['flops'] / 1e9 / gflops:.2f}" if has else "—"
+        to_floor = f"{r[clock] / floor[clock]:.2f}" if floor is not None else "—"
         print(f"| {prob} | {r['name']} | {r['wall']:.1f} | {r['cpu']:.1f} | {to_floor} "
-              f"| {r['cpu'] / peers.get(prob, PEERS[prob]):.2f} | {roof} | {fig} |")
+              f"| {r[clock] / peers.get(prob, PEERS[prob]):.2f} | {roof} | {fig} |")
     return 0
 
 
