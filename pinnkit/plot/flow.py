@@ -244,7 +244,9 @@ def error_figure(fields: dict, title: str = ""):
             err, ref = err - np.nanmean(err), ref - np.nanmean(ref)
         rel = np.sqrt(np.nansum(err**2)) / max(np.sqrt(np.nansum(ref**2)), 1e-300)
         sym = "ω" if name == "omega" else name
-        _panel(fig, ax, fields, np.abs(err), f"|{sym} − {sym}*| (rel. L2 {rel:.1e})", "magma",
+        # p's figure is of p less its mean (its own gauge), so it can differ from summary.json's
+        what = f"|{sym} − {sym}*|" + (", means removed" if name == "p" else "")
+        _panel(fig, ax, fields, np.abs(err), f"{what} (rel. L2 {rel:.1e})", "magma",
                bar=f"|error| of {label(sym, units)}")
     return fig
 
