@@ -221,9 +221,22 @@ def _train(name, tmp_path):
     return out, errors, summary
 
 
+class _Runs(dict):
+    """Trained tiny runs by config name: those the tests below trained, and any other
+    trained on first use, so that a test that reads them also runs alone (``-k``)."""
+
+    def __init__(self, factory):
+        super().__init__()
+        self.factory = factory
+
+    def __missing__(self, name):
+        self[name] = _train(name, self.factory.mktemp("ns"))[0]
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    return {}
+    return _Runs(tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", ["ns_kovasznay", "ns_taylor_green", "ns_periodic"])
