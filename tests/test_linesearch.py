@@ -100,12 +100,13 @@ def test_search_step_equals_update_to_the_bit(x64, member):
     def by_update(params, state):
         (value, _), grad = vg(params)
         updates, state = opt.update(grad, state, params, value=value, value_fn=loss)
-        return optax.apply_updates(params, updates), state, value
+        return optax.apply_updates(params, updates), state, state.linesearch.value
 
     @jax.jit
     def searched(params, state):
-        updates, state, value, aux, _ = opt.search_step(state, params, vg)
-        return optax.apply_updates(params, updates), state, value
+        updates, state, aux = opt.search_step(state, params, vg)
+        assert set(aux) == {"mse"}
+        return optax.apply_updates(params, updates), state, state.linesearch.value
 
     a = b = (params, opt.init(params))
     for _ in range(12):
@@ -117,3 +118,83 @@ def test_search_step_equals_update_to_the_bit(x64, member):
     assert float(vb) < 0.5 * float(loss(params))
     count = lambda f: str(jax.make_jaxpr(f)(params, opt.init(params))).count(" tanh ")  # noqa: E731
     assert (count(by_update), count(searched)) == (2, 1)
+
+
+@pytest.mark.parametrize("member", ["ssbfgs", "ssbroyden"])
+def test_search_step_reusing_the_last_gradient_skips_one_evaluation(x64, member):
+    """With ``reuse`` (`reusable`: the objective has not changed, so the state's value and
+    gradient are those at the parameters) a step evaluates the loss once fewer and takes
+    the plain trajectory to rounding (the accepted point ``p + t d`` and the applied
+    ``p + (t d)`` may round apart by an ulp). The aux returned is the loss's at the
+    point the step moved to."""
+    from pinnkit.optim import quasi_newton
+
+    loss, params = _problem(jnp.float64)
+    opt = getattr(quasi_newton, member)()
+    calls = []
+
+    def with_aux(p):
+        value = loss(p)
+        jax.debug.callback(lambda: calls.append(1))  # one per evaluation, at run time
+        return value, {"mse": value}
+
+    vg = jax.value_and_grad(with_aux, has_aux=True)
+
+    def stepper(reuse):
+        @jax.jit
+        def step(params, state):
+            updates, state, aux = opt.search_step(state, params, vg,
+                                                  opt.reusable(state) if reuse else None)
+            return optax.apply_updates(params, updates), state, aux
+        return step
+
+    steps, runs = 12, []
+    for reuse in (False, True):
+        step, p, s, values, n_calls = stepper(reuse), params, opt.init(params), [], []
+        for _ in range(steps):
+            calls.clear()
+            p, s, aux = step(p, s)
+            jax.block_until_ready(p)
+            n_calls.append(len(calls))
+            # the loss and aux reported are the objective's where the step moved to
+            np.testing.assert_allclose(float(aux["mse"]), float(loss(p)), rtol=1e-12)
+            assert float(s.linesearch.value) == float(aux["mse"]) and float(s.step_size) > 0
+            values.append(float(aux["mse"]))
+        runs.append((values, p, n_calls))
+    (v_plain, p_plain, n_plain), (v_reuse, p_reuse, n_reuse) = runs
+    assert not bool(opt.reusable(opt.init(params)))  # a phase's first step evaluates
+    assert n_reuse[0] == n_plain[0] and n_reuse[1:] == [n - 1 for n in n_plain[1:]]
+    np.testing.assert_allclose(v_reuse, v_plain, rtol=1e-9)
+    for x, y in zip(jax.tree.leaves(p_reuse), jax.tree.leaves(p_plain), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-7, atol=1e-9)
+    assert v_reuse[-1] < 0.5 * float(loss(params))
+
+
+@pytest.mark.parametrize("known", [False, True])
+def test_a_search_that_takes_no_step_returns_the_aux_at_the_parameters(x64, known):
+    """The only trial is non-finite (a NaN objective past a radius) and the search runs out:
+    the step is 0, and the aux is the objective's at the parameters; with the value and
+    gradient there ``known`` the loop evaluates there once more to get it (two
+    evaluations either way: the trial and the parameters)."""
+    from pinnkit.optim.linesearch import zoom_search
+
+    x0 = jnp.asarray([0.3, -0.2])
+    calls = []
+
+    def vg(x):
+        def f(x):
+            v = jnp.sum((x - 1.0) ** 2)
+            return jnp.where(jnp.sum((x - x0) ** 2) > 0.01, jnp.nan, v), {"v": v, "x": x}
+        jax.debug.callback(lambda: calls.append(1))
+        return jax.value_and_grad(f, has_aux=True)(x)
+
+    (v0, _), g0 = vg(x0)
+    calls.clear()
+    search = zoom_search(1, initial_guess_strategy="one")
+    state = zoom_linesearch(1).init(x0)
+    given = (jnp.asarray(True), v0, g0) if known else None
+    r = jax.jit(lambda x: search(vg, x, lambda g: (-g, ()), state, given))(x0)
+    jax.block_until_ready(r)
+    assert float(r.state.learning_rate) == 0.0 and len(calls) == 2
+    np.testing.assert_array_equal(np.asarray(r.aux["x"]), np.asarray(x0))
+    assert float(r.state.value) == float(v0) == float(r.aux["v"])

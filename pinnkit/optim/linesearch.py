@@ -247,62 +247,93 @@ def zoom_linesearch(max_linesearch_steps: int, slope_rtol: float = 1e-4, curv_rt
 
 
 class Searched(NamedTuple):
-    """What `zoom_search`'s search returns: at the parameters, the ``value``, ``aux`` and
-    ``grad`` of the objective and ``extra`` from the direction; the ``step`` taken
-    (the direction times the step size) and the line search's new ``state``."""
+    """What `zoom_search`'s search returns: the objective's ``value`` and ``grad`` at the
+    parameters and ``extra`` from the direction there; the ``step`` taken (the direction
+    times the step size); the line search's new ``state``, whose ``value`` and ``grad``
+    are the objective's at the point accepted, and ``aux`` there."""
 
     value: Any
-    aux: Any
     grad: Any
     extra: Any
     step: Any
     state: Any
+    aux: Any
 
 
 def zoom_search(max_linesearch_steps: int, slope_rtol: float = 1e-4, curv_rtol: float = 0.9,
                 initial_guess_strategy: str = "keep"):
     """`zoom_linesearch` with the objective's evaluation at the parameters themselves in the
-    same loop: ``search(value_and_grad, params, direction, state) -> Searched``, where
-    ``value_and_grad(p) -> ((value, aux), grad)``, ``direction(grad) -> (updates,
-    extra)`` (the quasi-Newton direction from the gradient at ``params``; ``extra``: any
-    arrays it wants back) and ``state`` the line search's state
+    same loop: ``search(value_and_grad, params, direction, state, known=None) ->
+    Searched``, where ``value_and_grad(p) -> ((value, aux), grad)``, ``direction(grad) ->
+    (updates, extra)`` (the quasi-Newton direction from the gradient at ``params``;
+    ``extra``: any arrays it wants back) and ``state`` the line search's state
     (`optax.ScaleByZoomLinesearchState`, as `zoom_linesearch`'s ``init`` makes it).
 
     The loop's first iteration evaluates at ``params`` and starts the search along the
     direction, every later one evaluates at a trial step: the objective is traced and
     compiled once per step of the optimiser, where ``value_and_grad`` before the
     line search and the search's own evaluation would be two copies. The same steps as
-    the two to the bit (the same arithmetic)."""
+    the two to the bit (the same arithmetic).
+
+    ``known``: ``(use, value, grad)`` at ``params`` from elsewhere (``use`` a traced bool;
+    for example the last search's at the point it accepted, when the objective has not
+    changed since): where ``use`` holds, the loop starts at its first trial. The ``aux``
+    returned is the accepted point's; if that is ``params`` itself (no step) while ``known``
+    was used, one more iteration evaluates there for it (the same call in the program)."""
     z = _zoom(max_linesearch_steps, slope_rtol, curv_rtol, initial_guess_strategy)
 
-    def search(value_and_grad, params, direction, state) -> Searched:
+    def search(value_and_grad, params, direction, state, known=None) -> Searched:
         vg = jax.jit(value_and_grad)  # traced once: eval_shape's trace is the loop's
         (v_shape, aux_shape), g_shape = jax.eval_shape(vg, params)
         zeros = partial(jax.tree.map, lambda a: jnp.zeros(a.shape, a.dtype))
         value0, aux0, grad0 = zeros(v_shape), zeros(aux_shape), zeros(g_shape)
         extra0 = zeros(jax.eval_shape(lambda g: direction(g)[1], grad0))
         s0 = z.start(optax.tree.zeros_like(params), params, value0, grad0, state.learning_rate)
+        no, yes = jnp.zeros((), bool), jnp.ones((), bool)
+        # carry: the search, whether it started, (value, grad, extra) at params, and the
+        # aux (with whether it is known) at the search's safe point and at its accepted one
+        carry0 = (s0, no, (value0, grad0, extra0), (aux0, no), (aux0, no))
+        if known is not None:
+            use, value, grad = known
+
+            def given():
+                updates, extra = direction(grad)
+                return (z.start(updates, params, value, grad, state.learning_rate), yes,
+                        (value, grad, extra), (aux0, no), (aux0, no))
+
+            carry0 = jax.lax.cond(use, given, lambda: carry0)
+
+        def pick(c, a, b):
+            return jax.tree.map(partial(jnp.where, c), a, b)
 
         def body(carry):
-            s, started, at_params = carry
-            t = jax.lax.cond(started, z.trial, lambda s: jnp.zeros_like(s.stepsize), s)
-            point = jax.lax.cond(started, lambda: optax.tree.add_scale(s.params, t, s.updates),
+            s, started, at_params, safe, at = carry
+            searching = started & _running(s)  # else params: the start, or the aux for no step
+            t = jax.lax.cond(searching, z.trial, lambda s: jnp.zeros_like(s.stepsize), s)
+            point = jax.lax.cond(searching, lambda: optax.tree.add_scale(s.params, t, s.updates),
                                  lambda: params)
             (value, aux), grad = vg(point)
 
-            def begin(s, at_params):
+            def begin(s, at_params, safe, at):
                 updates, extra = direction(grad)
-                return z.start(updates, params, value, grad, state.learning_rate), (value, aux, grad, extra)
+                return (z.start(updates, params, value, grad, state.learning_rate),
+                        (value, grad, extra), (aux, yes), (aux, yes))
 
-            def go_on(s, at_params):
-                return z.after(s, t, value, grad), at_params
+            def go_on(s, at_params, safe, at):
+                s = z.after(s, t, value, grad)
+                safe = pick(s.safe_stepsize == t, (aux, yes), safe)  # this trial became the safe one
+                return s, at_params, safe, pick(s.stepsize == t, (aux, yes), safe)
 
-            s, at_params = jax.lax.cond(started, go_on, begin, s, at_params)
-            return s, jnp.ones((), bool), at_params
+            def at_start(s, at_params, safe, at):
+                return s, at_params, safe, (aux, yes)
 
-        final, _, (value, aux, grad, extra) = jax.lax.while_loop(
-            lambda c: ~c[1] | _running(c[0]), body, (s0, jnp.zeros((), bool), (value0, aux0, grad0, extra0)))
+            branch = jnp.where(~started, 0, jnp.where(searching, 1, 2))
+            s, at_params, safe, at = jax.lax.switch(branch, (begin, go_on, at_start), s, at_params, safe, at)
+            return s, yes, at_params, safe, at
+
+        final, _, (value, grad, extra), _, (aux, _) = jax.lax.while_loop(
+            lambda c: ~c[1] | _running(c[0]) | ~c[4][1], body, carry0)
         stepsize, state = z.finish(final, state)
-        return Searched(value, aux, grad, extra, optax.tree.scale(stepsize, final.updates), state)
+        return Searched(value, grad, extra, optax.tree.scale(stepsize, final.updates), state, aux)
 
     return search

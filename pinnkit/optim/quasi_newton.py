@@ -150,13 +150,16 @@ def _broyden_scalars(b, h, n: int, broyden: bool):
 
 class SelfScaled(NamedTuple):
     """`ssbfgs` / `ssbroyden`: an optax transformation (``init``, ``update``) and
-    ``search_step(state, params, value_and_grad) -> (updates, state, value, aux,
-    grads)``, the same update with the loss at ``params`` evaluated inside the line
-    search's loop, so that a training step's program holds the loss once."""
+    ``search_step(state, params, value_and_grad, reuse=None) -> (updates, state, aux)``,
+    the same update with the loss at ``params`` evaluated inside the line search's loop,
+    so that a training step's program holds the loss once; ``reusable(state)``: whether
+    the state's value and gradient are the objective's at the parameters its step moved
+    to (``reuse`` of the next `search_step`, when the objective has not changed)."""
 
     init: Callable
     update: Callable
     search_step: Callable
+    reusable: Callable
 
 
 def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, curv_rtol: float,
@@ -186,8 +189,9 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
         descent = jnp.all(jnp.isfinite(d)) & ((d @ g < 0) | jnp.all(g == 0))
         return jnp.where(descent, d, -g), descent
 
-    def updated(state: SelfScaledState, g, descent, s, ls_state):
-        """The step and the new state from the line search's step $s_k$ along the direction."""
+    def updated(state: SelfScaledState, g, descent, s, ls_state, value):
+        """The step and the new state from the line search's step $s_k$ along the direction
+        (``g``, ``value``: the gradient and the loss at the parameters)."""
         n, dtype = g.shape[0], g.dtype
         # Each pass over the (P, P) matrix is the cost here (90 MB at P = 3363, ~10 ms on
         # one core): H is read by the two products and once by the elementwise update,
@@ -221,6 +225,9 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
         reset = (use & ~new_ok) | ~step_ok
         h_next = jnp.where(reset, eye, h_next)
         s = jnp.where(step_ok, s, 0.0)
+        # a step not taken leaves the parameters, so the state's loss and gradient are theirs
+        ls_state = ls_state._replace(value=jnp.where(step_ok, ls_state.value, value),
+                                     grad=jnp.where(step_ok, g_new, g))
         one = jnp.ones((), dtype)
         new_state = SelfScaledState(
             count=optax.safe_int32_increment(state.count),
@@ -241,24 +248,37 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
         d, descent = direction(state, g)
         s, ls_state = linesearch.update(d, state.linesearch, flat, value=value, grad=g,
                                         value_fn=lambda th: value_fn(unravel(th)))
-        s, new_state = updated(state, g, descent, s, ls_state)
+        s, new_state = updated(state, g, descent, s, ls_state, value)
         return unravel(s), new_state
 
-    def search_step(state: SelfScaledState, params, value_and_grad):
+    def search_step(state: SelfScaledState, params, value_and_grad, reuse=None):
         """`update` with the loss at ``params`` evaluated in the line search's loop
         (`pinnkit.optim.linesearch.zoom_search`): ``value_and_grad(params) -> ((value,
-        aux), grads)``. Returns ``(updates, state, value, aux, grads)``."""
+        aux), grads)``. Returns ``(updates, state, aux)``: the new state's
+        ``linesearch.value`` and ``linesearch.grad`` are the loss and its gradient at the
+        point the step moved to (at ``params`` if it took none), ``aux`` is the one there.
+
+        ``reuse`` (a traced bool, `reusable`): where it holds the loss and gradient at
+        ``params`` are the state's (the objective has not changed since the last step) and
+        are not evaluated again: one evaluation fewer a step, the same trajectory."""
         flat, unravel = ravel_pytree(params)
 
         def flat_vg(th):
             out, g = value_and_grad(unravel(th))
             return out, ravel_pytree(g)[0]
 
-        r = search(flat_vg, flat, lambda g: direction(state, g), state.linesearch)
-        s, new_state = updated(state, r.grad, r.extra, r.step, r.state)
-        return unravel(s), new_state, r.value, r.aux, unravel(r.grad)
+        known = None if reuse is None else (reuse, state.linesearch.value, state.linesearch.grad)
+        r = search(flat_vg, flat, lambda g: direction(state, g), state.linesearch, known)
+        s, new_state = updated(state, r.grad, r.extra, r.step, r.state, r.value)
+        return unravel(s), new_state, r.aux
 
-    return SelfScaled(init, update, search_step)
+    def reusable(state: SelfScaledState):
+        """Whether the state's value and gradient are the loss's at the parameters its last
+        step moved to: a step was taken (not the phase's first) with a step size > 0 (a
+        non-finite step is not taken and is 0)."""
+        return (state.count > 0) & (state.step_size > 0)
+
+    return SelfScaled(init, update, search_step, reusable)
 
 
 def ssbfgs(max_linesearch_steps: int = 25, slope_rtol: float = 1e-4, curv_rtol: float = 0.9,

@@ -62,6 +62,8 @@ class Loss(eqx.Module):
     - `total_steps`: the run's length (the causal tolerance's schedule).
     - `accumulate`: micro-batches per step (gradient accumulation; 1: none).
     - `remat`: ``"none"``, ``"dots"`` or ``"full"``: `jax.checkpoint` the residuals.
+    - `points_held`: the adaptive point sets are not redrawn while this loss is used (a
+      phase after their ``until_step``; set by `pinnkit.train.step.make_chunk`).
     """
 
     problem: Problem
@@ -76,6 +78,7 @@ class Loss(eqx.Module):
     total_steps: int = eqx.field(static=True, default=1)
     accumulate: int = eqx.field(static=True, default=1)
     remat: str = eqx.field(static=True, default="none")
+    points_held: bool = eqx.field(static=True, default=False)
 
     @property
     def n_devices(self) -> int:
@@ -206,6 +209,13 @@ class Loss(eqx.Module):
         if self.accumulate == 1:
             return self(params, key, arrays, 0, ctx)[0]
         return self._mean_over_micro(lambda *a: self(*a)[0], params, key, arrays, ctx)
+
+    def fixed(self, ctx) -> bool:
+        """Whether the loss is one function of the parameters at every step while ``ctx``'s
+        weights are: fixed points (no redraws; adaptive sets only if `points_held`), a
+        deterministic derivative method, no causal schedule. Static (decided when tracing)."""
+        return (not self.sampler.resample and not self.method.stochastic and self.causal is None
+                and (self.points_held or not ctx["points"]))
 
     # --------------------------------------------------------- second-order quantities
 

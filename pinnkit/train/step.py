@@ -20,6 +20,7 @@ such branch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import equinox as eqx
@@ -232,6 +233,15 @@ def _met(phase: AbstractPhase, m: dict, last) -> jax.Array:
     return met
 
 
+def held(loss: Loss, run: Run | None, phase: AbstractPhase) -> Loss:
+    """``loss`` marked `Loss.points_held` when ``run``'s adaptive point sets are not redrawn
+    during ``phase`` (it starts after their ``until_step``): its objective is then one
+    function of the parameters if nothing else changes it (`Loss.fixed`)."""
+    if run is not None and run.adaptive is not None and not redraw_steps(run, phase, phase.start):
+        return dataclasses.replace(loss, points_held=True)
+    return loss
+
+
 def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run | None = None,
                donate: bool = False, redraw: bool = True) -> Callable:
     """``chunk(arrays, state, numbers) -> (state, metrics)``: ``n_steps`` steps of ``phase`` in one
@@ -264,6 +274,7 @@ def make_chunk(loss: Loss, phase: AbstractPhase, n_steps: int, key, *, run: Run 
     adapt = (make_adapt(run, loss, update_weights=phase.updates_weights, steps=(phase.start, phase.end),
                         points=redraw)
              if run is not None else None)
+    loss = held(loss, run, phase)
 
     def one_step(arrays, state: TrainState, numbers):
         # held for `every` steps: the points it draws (`Sampler`), and its other draws

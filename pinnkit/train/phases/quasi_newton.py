@@ -9,8 +9,12 @@ rounding long before the loss reaches the accuracy these methods are for; a phas
 without x64 warns once). Adaptive loss weights are frozen during the phase (a changing
 objective breaks the curvature pairs).
 
-Per-step metrics: ``step_size`` $\\alpha_k$, ``curvature`` $y_k^\\top s_k$ and
-``scaling`` $\\tau_k$ of the step (1 when the update was skipped).
+Per-step metrics: the loss and its terms *after* the step, at the point the line search
+accepted (its evaluation there is the next step's at the parameters: on fixed points,
+`pinnkit.train.loss.Loss.fixed`, a step then evaluates the loss once fewer), ``step_size``
+$\\alpha_k$, ``curvature`` $y_k^\\top s_k$ and ``scaling`` $\\tau_k$ of the step (1 when the
+update was skipped). A step not taken (a non-finite trial) reports the loss at the
+parameters and the terms of the trial it refused.
 """
 
 
@@ -106,13 +110,16 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol, options=cfg)
 
     def step(self, loss, params, state, key, arrays, ctx):
-        # the loss at params is the line search loop's first evaluation: one loss in the program
-        updates, state, total, aux, grads = self.optimizer.search_step(
-            state, params, lambda p: loss.value_and_grad(p, key, arrays, ctx))
+        # the loss at params is the line search loop's first evaluation: one loss in the
+        # program; on a fixed objective it is the last search's at the point it accepted
+        reuse = self.optimizer.reusable(state) if loss.fixed(ctx) else None
+        updates, state, aux = self.optimizer.search_step(
+            state, params, lambda p: loss.value_and_grad(p, key, arrays, ctx), reuse)
         params = optax.apply_updates(params, updates)
-        metrics = {"loss": total, **aux, "step_size": state.step_size,
+        ls = state.linesearch
+        metrics = {"loss": ls.value, **aux, "step_size": state.step_size,
                    "curvature": state.curvature, "scaling": state.tau}
-        return StepResult(params, state, with_grad_norm(self, metrics, grads))
+        return StepResult(params, state, with_grad_norm(self, metrics, ls.grad))
 
 
 class SsbfgsPhase(AbstractSelfScaledPhase):
