@@ -174,8 +174,8 @@ def test_dfg_problem_carries_the_fem_field_reference(tmp_path, monkeypatch):
     assert ref[0, 0] == pytest.approx(4 * 0.3 * 0.2 * 0.21 / 0.41**2, rel=1e-9)
     assert len(list((tmp_path / "cache").rglob("*.npz"))) == 1  # solved once, then read
     errors, _ = evaluate(prob.reference, prob, resolution=21)
-    assert errors["rel_l2"] == {"u": 0.0, "v": 0.0, "p": 0.0}
+    assert errors["rel_l2"] == {"u": 0.0, "v": 0.0, "p": 0.0, "velocity": 0.0}
     scaled = HostFunction(lambda x: 1.1 * prob.reference.fn(x), 3)
     errors, _ = evaluate(scaled, prob, resolution=21)
-    for name in ("u", "v", "p"):
+    for name in ("u", "v", "p", "velocity"):
         assert errors["rel_l2"][name] == pytest.approx(0.1, rel=1e-5)

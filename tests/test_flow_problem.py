@@ -94,6 +94,9 @@ def test_a_vanishing_reference_field_gets_its_rms_error_on_every_path(tmp_path, 
     for errors in (single, sharded, streamed):
         assert errors["rel_l2"]["v"] == pytest.approx(want_v, rel=1e-3), errors
         assert errors["rel_l2"]["u"] == pytest.approx(want_u, rel=1e-3), errors  # still relative
+        # the velocity as a whole: both components' squared errors over u's squared norm
+        assert errors["rel_l2"]["velocity"] == pytest.approx(np.sqrt(2) * want_u, rel=1e-3), errors
+        assert "velocity" not in errors["linf"]
 
 
 def test_relative_errors_switch_to_rms_only_for_a_reference_zero_to_rounding():
@@ -107,6 +110,21 @@ def test_relative_errors_switch_to_rms_only_for_a_reference_zero_to_rounding():
     tiny = (0.5 * ZERO_REFERENCE) ** 2 * big
     assert relative_errors(("a", "b"), [1.0, 1e-6], [big, tiny], n)["b"] == pytest.approx(1e-4)
     assert relative_errors(("a",), [4e-6], [0.0], n)["a"] == pytest.approx(2e-4)  # all zero
+    # a vector's error adds its components' sums: sqrt((1 + 3) / (4 + 12))
+    got = relative_errors(("a", "b", "c"), [1.0, 3.0, 9.0], [4.0, 12.0, 1.0], n, (("ab", ("a", "b")),))
+    assert got["ab"] == pytest.approx(0.5) and got["a"] == pytest.approx(0.5) and got["c"] == 3.0
+
+
+def test_problem_vectors_are_checked():
+    from pinnkit.geometry import Box
+    from pinnkit.physics.problem import Problem
+
+    box = Box((0.0, 0.0), (1.0, 1.0))
+    assert Problem(box, ("u", "v", "p"), {}, vectors={"velocity": ("u", "v")}).vectors == (
+        ("velocity", ("u", "v")),)
+    for bad in ({"velocity": ("u", "w")}, {"u": ("u", "v")}, {"velocity": ("u", "p")}, {"velocity": ()}):
+        with pytest.raises(ValueError, match="vector"):
+            Problem(box, ("u", "v", "p"), {}, mean_free=("p",), vectors=bad)
 
 
 def test_closed_flow_compares_the_pressure_less_its_mean():

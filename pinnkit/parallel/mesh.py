@@ -130,19 +130,25 @@ ZERO_REFERENCE = 1e-6
 zero to rounding (``v`` of Poiseuille flow from a finite-element solve)."""
 
 
-def relative_errors(out_names, num, den, n) -> dict[str, float]:
+def relative_errors(out_names, num, den, n, vectors=()) -> dict[str, float]:
     r"""``{field: e}`` from the squared error sums ``num`` and squared reference sums ``den``
     of each field over ``n`` points: $\sqrt{num/den}$, the relative $L^2$ error, or the
     absolute RMS error $\sqrt{num/n}$ where the reference is zero to rounding (``den`` at
     most `ZERO_REFERENCE`² times the largest ``den``; all zero: every field). Dividing by
-    the norm of rounding would report ~1e13 for a good prediction of a vanishing field."""
+    the norm of rounding would report ~1e13 for a good prediction of a vanishing field.
+    ``vectors``: ``(name, fields)`` pairs (`Problem.vectors`), each also reported as a whole
+    from its fields' sums added."""
     num, den = np.asarray(num, np.float64), np.asarray(den, np.float64)
     # (a non-finite reference keeps $\sqrt{num/den}$: NaN, flagged in summary.json)
     floor = ZERO_REFERENCE**2 * float(np.max(den, initial=0.0, where=np.isfinite(den)))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return {name: float(np.sqrt(num[i] / den[i])) if den[i] > floor and den[i] > 0
-                or not np.isfinite(den[i]) else float(np.sqrt(num[i] / max(n, 1)))
-                for i, name in enumerate(out_names)}
+        out = {name: float(np.sqrt(num[i] / den[i])) if den[i] > floor and den[i] > 0
+               or not np.isfinite(den[i]) else float(np.sqrt(num[i] / max(n, 1)))
+               for i, name in enumerate(out_names)}
+    for name, parts in vectors:
+        idx = [list(out_names).index(f) for f in parts]
+        out[name] = relative_errors((name,), [num[idx].sum()], [den[idx].sum()], n)[name]
+    return out
 
 
 def gauge_of(gauge) -> dict[str, str]:
@@ -161,13 +167,14 @@ def gauge_groups(problem, points: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def field_errors_sharded(out_names, gauge, pred: np.ndarray, ref: np.ndarray,
-                         groups: tuple[np.ndarray, int] | None = None) -> dict:
+                         groups: tuple[np.ndarray, int] | None = None, vectors=()) -> dict:
     """`metrics.field_errors` from each process's rows: per-field sums in float64 on each
     host, added across processes. Same definitions (relative $L^2$, or RMS where the
     reference is zero to rounding, `relative_errors`; $L^\\infty$), fields with a gauge
     (``{field: kind}``, or a sequence of ``mean`` fields) compared less their means: over
     all rows (``mean``) or over the rows of each time level (``mean_per_time``;
-    ``groups``: each row's level and the number of levels, `gauge_groups`)."""
+    ``groups``: each row's level and the number of levels, `gauge_groups`); ``vectors``:
+    `Problem.vectors`, relative $L^2$ only."""
     p, r = pred.astype(np.float64), ref.astype(np.float64)
     n = allgather_host(np.float64(p.shape[0])).sum()
     shift_p = np.zeros(p.shape)
@@ -187,7 +194,7 @@ def field_errors_sharded(out_names, gauge, pred: np.ndarray, ref: np.ndarray,
     local = np.stack([(diff**2).sum(0), ((r - shift_r) ** 2).sum(0)])
     sq = allgather_host(local).sum(0)
     linf = allgather_host(np.abs(diff).max(0, initial=0.0)).max(0)
-    rel = relative_errors(out_names, sq[0], sq[1], n)
+    rel = relative_errors(out_names, sq[0], sq[1], n, vectors)
     return {"rel_l2": rel, "linf": {name: float(linf[i]) for i, name in enumerate(out_names)}}
 
 
@@ -262,7 +269,7 @@ class _Moments:
                     *(q.reshape(g, m) for q in parts[4:]))
         return out
 
-    def errors(self, out_names, gauge) -> dict:
+    def errors(self, out_names, gauge, vectors=()) -> dict:
         gauge = gauge_of(gauge)
         total = self.n.sum()
         if self.n.shape[0] == 1:
@@ -289,7 +296,7 @@ class _Moments:
             nums.append(num)
             dens.append(den)
             inf[name] = float(linf)
-        return {"rel_l2": relative_errors(out_names, nums, dens, total), "linf": inf}
+        return {"rel_l2": relative_errors(out_names, nums, dens, total, vectors), "linf": inf}
 
 
 def _reference_rows(problem, pts, rows, mesh, batch, dtype):
@@ -311,7 +318,7 @@ def _streamed_errors(network, problem, pts, mesh, batch, dtype) -> dict:
         inside = problem.domain.inside(block)  # shapes: the grid points in the domain
         ok = slice(None) if inside is None else inside[rows]
         acc.add_rows(pred[ok], ref[ok], level[start : start + STREAM_ROWS][rows][ok])
-    return acc.gathered().errors(problem.out_names, problem.gauge_map)
+    return acc.gathered().errors(problem.out_names, problem.gauge_map, problem.vectors)
 
 
 def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch: int = 16384,
@@ -346,7 +353,7 @@ def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch:
         ok = slice(None) if inside is None else inside[rows]
         level, n_levels = gauge_groups(problem, pts)
         errors = field_errors_sharded(problem.out_names, problem.gauge_map, pred[ok], ref[ok],
-                                      (level[rows][ok], n_levels))
+                                      (level[rows][ok], n_levels), problem.vectors)
     if not grid:
         return errors, None
 

@@ -69,6 +69,11 @@ class Problem(eqx.Module):
       network (e.g. a phase coordinate over one period); the builder refuses a config whose
       ``network.periodic`` does not say the same. Problems where periodicity is only an
       option (a periodic box) leave it empty and let the config choose.
+    - `vectors`: ``{name: (field, ...)}``: fields that are the components of one vector
+      (a flow's ``velocity: (u, v)``), whose relative $L^2$ error is also reported as a
+      whole, $\\|\\mathbf u - \\mathbf u^*\\|_2 / \\|\\mathbf u^*\\|_2$ over the points, under
+      ``rel_l2[name]`` (a component that is small beside the others, a channel's $v$,
+      weighs by its size there, where its own relative error is dominated by its scale).
     """
 
     domain: AbstractDomain
@@ -88,6 +93,8 @@ class Problem(eqx.Module):
     periodic: tuple[tuple[str, float], ...] = eqx.field(static=True, default=())
     # (field, kind) pairs, hashable like `units`; `gauge_map` is the dict
     gauge: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
+    # (name, fields) pairs, hashable like `units`
+    vectors: tuple[tuple[str, tuple[str, ...]], ...] = eqx.field(static=True, default=())
 
     def __init__(
         self,
@@ -107,6 +114,7 @@ class Problem(eqx.Module):
         units: Mapping[str, str] | None = None,
         periodic: Mapping[str, float] | None = None,
         gauge: Mapping[str, str] | None = None,
+        vectors: Mapping[str, tuple[str, ...]] | None = None,
     ):
         self.domain = domain
         self.out_names = tuple(out_names)
@@ -138,6 +146,7 @@ class Problem(eqx.Module):
         self.metrics = metrics
         self.units = tuple((str(k), str(v)) for k, v in (units or {}).items())
         self.periodic = tuple((str(k), float(v)) for k, v in (periodic or {}).items())
+        self.vectors = tuple((str(k), tuple(map(str, v))) for k, v in (vectors or {}).items())
 
     def __check_init__(self):
         pieces = self.domain.pieces()
@@ -163,6 +172,13 @@ class Problem(eqx.Module):
                 f"units name {stray}, which are neither coordinates {self.domain.coords} nor "
                 f"fields {self.out_names} of this problem"
             )
+        for vname, parts in self.vectors:
+            if vname in self.out_names or not parts or not set(parts) <= set(self.out_names) \
+                    or set(parts) & set(self.mean_free):
+                raise ValueError(
+                    f"vector {vname!r} of fields {parts}: expected a new name and fields of this "
+                    f"problem ({self.out_names}) without a gauge"
+                )
         for fname, kind in self.gauge:
             if fname not in self.out_names:
                 raise ValueError(

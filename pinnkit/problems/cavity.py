@@ -104,6 +104,7 @@ def lid_driven_cavity(
         hard_constraint=hard,
         enforced=enforced,
         mean_free=("p",),
+        vectors={"velocity": ("u", "v")},
         name="lid_driven_cavity",
         description=f"P4: lid-driven cavity, Re = {Re:g}, {lid_profile} lid",
     )

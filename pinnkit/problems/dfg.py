@@ -371,6 +371,6 @@ def dfg_cylinder(U_max: float = 0.3, nu: float = 1e-3, near: int = 0, near_outer
         domain, ("u", "v", "p"), terms, coeffs={"nu": nu}, reference=reference,
         hard_constraint=hard, enforced=("inlet", "walls", "cylinder"),
         metrics=lambda predict: dfg_quantities(predict, nu, u_mean),
-        name="dfg_cylinder",
+        vectors={"velocity": ("u", "v")}, name="dfg_cylinder",
         description=f"DFG 2D-1 flow past a cylinder, Re = {u_mean * 2 * RADIUS / nu:g}",
     )

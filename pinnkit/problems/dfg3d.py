@@ -328,7 +328,7 @@ def dfg_cylinder_3d(U_max: float = 0.45, nu: float = 1e-3, near: int = 0, near_o
         domain, (*VELOCITY, "p"), terms, coeffs={"nu": nu},
         hard_constraint=hard, enforced=("inlet", "walls", "cylinder"),
         metrics=lambda predict: dfg3d_quantities(predict, nu, u_mean),
-        name="dfg_cylinder_3d",
+        vectors={"velocity": VELOCITY}, name="dfg_cylinder_3d",
         description=f"DFG 3D-1Z flow around a cylinder in a square channel, "
                     f"Re = {u_mean * 2 * RADIUS / nu:g}",
     )

@@ -310,5 +310,6 @@ def incompressible_flow(
     return Problem(
         dom, ("u", "v", "p"), terms, coeffs={"nu": visc}, reference=reference,
         hard_constraint=hard, enforced=() if hard is None else _enforced(tuple(exact), hard_velocity, terms),
-        gauge={"p": "mean"} if closed else None, name=name, description=description or text,
+        gauge={"p": "mean"} if closed else None, vectors={"velocity": ("u", "v")},
+        name=name, description=description or text,
     )

@@ -389,7 +389,8 @@ def config_callbacks(cfg: RunConfig, problem: Problem) -> tuple:
     if es is None:
         return extra
     head, _, name = es.metric.replace("/", ".").partition(".")
-    known = {"rel_l2": problem.out_names if problem.reference is not None else (),
+    known = {"rel_l2": (*problem.out_names, *(v for v, _ in problem.vectors))
+             if problem.reference is not None else (),
              "linf": problem.out_names if problem.reference is not None else ()}
     if head in known and name not in known[head]:
         fix = (f"one of {', '.join(f'{head}.{n}' for n in known[head])}" if known[head] else

@@ -47,7 +47,7 @@ def field_errors(problem: Problem, pred: np.ndarray, ref: np.ndarray,
                  points: np.ndarray | None = None) -> dict[str, dict[str, float]]:
     """``{"rel_l2": {field: e}, "linf": {field: e}}`` from ``(n, m)`` predictions/references
     at ``points`` (needed only for a ``mean_per_time`` gauge), fields with a gauge compared
-    less their means."""
+    less their means; ``rel_l2`` also of each of `Problem.vectors` as a whole."""
     gauge = gauge_of(getattr(problem, "gauge_map", None) or problem.mean_free)
     level = None
     if "mean_per_time" in gauge.values():
@@ -66,7 +66,8 @@ def field_errors(problem: Problem, pred: np.ndarray, ref: np.ndarray,
         num.append(np.sum(diff**2))
         den.append(np.sum(r**2))
         linf[name] = float(np.max(np.abs(diff)))
-    return {"rel_l2": relative_errors(problem.out_names, num, den, pred.shape[0]), "linf": linf}
+    return {"rel_l2": relative_errors(problem.out_names, num, den, pred.shape[0], problem.vectors),
+            "linf": linf}
 
 
 def evaluate(network, problem: Problem, resolution: int = 101, batch: int = 16384, dtype=jnp.float32):
