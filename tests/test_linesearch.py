@@ -198,3 +198,25 @@ def test_a_search_that_takes_no_step_returns_the_aux_at_the_parameters(x64, know
     assert float(r.state.learning_rate) == 0.0 and len(calls) == 2
     np.testing.assert_array_equal(np.asarray(r.aux["x"]), np.asarray(x0))
     assert float(r.state.value) == float(v0) == float(r.aux["v"])
+
+
+@pytest.mark.parametrize(("last", "first_trial"), [(0.4, 0.5), (0.9, 1.0), (0.0, 1.0), (2.0, 1.0)])
+def test_the_grow_guess_tries_a_little_past_the_last_step(x64, last, first_trial):
+    """``initial_guess_strategy="grow"`` (the self-scaled phases' ``step_guess: last``):
+    the first trial is 1.25 times the last accepted step, at most 1, and 1 after a step of
+    0. On f = |x|^2 along -g from x = 1 every trial in (0, 1] is accepted at once."""
+    from pinnkit.optim.linesearch import zoom_search
+
+    trials = []
+
+    def vg(x):
+        jax.debug.callback(lambda x: trials.append(float(x[0])), x)
+        return jax.value_and_grad(lambda x: (jnp.sum(x**2), {}), has_aux=True)(x)
+
+    x0 = jnp.asarray([1.0])
+    state = zoom_linesearch(4).init(x0)._replace(learning_rate=jnp.asarray(last))
+    r = zoom_search(4, initial_guess_strategy="grow")(vg, x0, lambda g: (-0.5 * g, ()), state)
+    jax.block_until_ready(r)
+    # the parameters, then x0 - t * x0 at the first trial t: accepted there
+    assert trials[0] == 1.0 and trials[1] == pytest.approx(1.0 - first_trial) and len(trials) == 2
+    assert float(r.state.learning_rate) == pytest.approx(first_trial)

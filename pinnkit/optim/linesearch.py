@@ -27,6 +27,8 @@ import optax
 
 # optax's defaults for scale_by_zoom_linesearch, which pinnkit does not change
 _TOL, _INCREASE, _APPROX_DEC_RTOL, _INTERVAL_THRESHOLD = 0.0, 2.0, 1e-6, 1e-5
+# the "grow" initial guess: the last accepted step times this, at most 1
+_GROW = 1.25
 
 
 class _Search(NamedTuple):
@@ -95,7 +97,7 @@ class _Zoom(NamedTuple):
 
 def _zoom(max_linesearch_steps: int, slope_rtol: float, curv_rtol: float,
           initial_guess_strategy: str) -> _Zoom:
-    if initial_guess_strategy not in ("one", "keep"):
+    if initial_guess_strategy not in ("one", "keep", "grow"):
         raise ValueError(f"Unknown initial guess strategy: {initial_guess_strategy}")
 
     def decrease_error(stepsize, value_step, slope_step, value_init, slope_init):
@@ -182,7 +184,12 @@ def _zoom(max_linesearch_steps: int, slope_rtol: float, curv_rtol: float,
         return optax.tree.cast_like(s._replace(stepsize=stepsize, grad=grad, value=value), other_tree=s)
 
     def start(updates, params, value, grad, prev_stepsize) -> _Search:
-        guess = jnp.asarray(1.0) if initial_guess_strategy == "one" else prev_stepsize
+        if initial_guess_strategy == "one":
+            guess = jnp.asarray(1.0)
+        elif initial_guess_strategy == "keep":
+            guess = prev_stepsize
+        else:  # "grow": a little past the last step, so that a longer one is found again
+            guess = jnp.where(prev_stepsize > 0, jnp.minimum(1.0, _GROW * prev_stepsize), 1.0)
         val_dtype = jnp.real(jnp.empty((), jax.tree.leaves(params)[0].dtype)).dtype
         slope = optax.tree.real(optax.tree.vdot(updates, grad))
         zero, inf = jnp.asarray(0.0), jnp.asarray(jnp.inf)
@@ -227,7 +234,8 @@ def zoom_linesearch(max_linesearch_steps: int, slope_rtol: float = 1e-4, curv_rt
     None, ``tol`` 0, ``increase_factor`` 2, ``approx_dec_rtol`` 1e-6 and
     ``stepsize_precision`` 1e-5 (optax's defaults), evaluating ``value_fn`` once per
     iteration. ``initial_guess_strategy``: ``"keep"`` (the last accepted step, optax's
-    default) or ``"one"``."""
+    default), ``"one"``, or ``"grow"`` (pinnkit's: 1.25 times the last accepted step, at
+    most 1; 1 after a step of 0)."""
     z = _zoom(max_linesearch_steps, slope_rtol, curv_rtol, initial_guess_strategy)
 
     def update(updates, state, params, *, value, grad, value_fn, **extra):

@@ -163,16 +163,19 @@ class SelfScaled(NamedTuple):
 
 
 def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, curv_rtol: float,
-                 curvature_eps: float | None, max_memory_bytes: float | None) -> SelfScaled:
+                 curvature_eps: float | None, max_memory_bytes: float | None,
+                 step_guess: str = "unit") -> SelfScaled:
     name = "ssbroyden" if broyden else "ssbfgs"
     if max_linesearch_steps < 1:
         raise ValueError(f"need max_linesearch_steps >= 1: actual={max_linesearch_steps}")
-    linesearch = zoom_linesearch(
-        max_linesearch_steps, slope_rtol=slope_rtol, curv_rtol=curv_rtol,
-        initial_guess_strategy="one",  # quasi-Newton: the unit step is the natural guess
-    )  # fmt: skip
+    if step_guess not in ("unit", "last"):
+        raise ValueError(f"step_guess: expected 'unit' or 'last', got {step_guess!r}")
+    # "one": quasi-Newton's unit step is the natural guess; "grow": near the last accepted one
+    guess = {"unit": "one", "last": "grow"}[step_guess]
+    linesearch = zoom_linesearch(max_linesearch_steps, slope_rtol=slope_rtol, curv_rtol=curv_rtol,
+                                 initial_guess_strategy=guess)
     search = zoom_search(max_linesearch_steps, slope_rtol=slope_rtol, curv_rtol=curv_rtol,
-                         initial_guess_strategy="one")
+                         initial_guess_strategy=guess)
 
     def init(params) -> SelfScaledState:
         flat, _ = ravel_pytree(params)
@@ -282,8 +285,8 @@ def _self_scaled(broyden: bool, max_linesearch_steps: int, slope_rtol: float, cu
 
 
 def ssbfgs(max_linesearch_steps: int = 25, slope_rtol: float = 1e-4, curv_rtol: float = 0.9,
-           curvature_eps: float | None = None,
-           max_memory_bytes: float | None = None) -> SelfScaled:
+           curvature_eps: float | None = None, max_memory_bytes: float | None = None,
+           step_guess: str = "unit") -> SelfScaled:
     """Self-scaled BFGS (module docstring). The returned update is the step $s_k$ itself
     (apply it with `optax.apply_updates`; no learning rate).
 
@@ -296,15 +299,18 @@ def ssbfgs(max_linesearch_steps: int = 25, slope_rtol: float = 1e-4, curv_rtol: 
     - `slope_rtol`, `curv_rtol`: the strong-Wolfe constants $c_1$, $c_2$ (1e-4, 0.9).
     - `curvature_eps`: $\\epsilon$ of the skip test; ``None``: the dtype's machine epsilon.
     - `max_memory_bytes`: `init` raises `ConfigError` past it (``None``: half the device's).
+    - `step_guess`: the line search's first trial: ``"unit"`` (default) $\\alpha = 1$, or
+      ``"last"``: 1.25 times the last accepted $\\alpha$, at most 1 (where most steps
+      accept a shorter one, the first trial is then accepted instead of zoomed into).
     """
     return _self_scaled(False, max_linesearch_steps, slope_rtol, curv_rtol, curvature_eps,
-                        max_memory_bytes)
+                        max_memory_bytes, step_guess)
 
 
 def ssbroyden(max_linesearch_steps: int = 25, slope_rtol: float = 1e-4, curv_rtol: float = 0.9,
-              curvature_eps: float | None = None,
-              max_memory_bytes: float | None = None) -> SelfScaled:
+              curvature_eps: float | None = None, max_memory_bytes: float | None = None,
+              step_guess: str = "unit") -> SelfScaled:
     """Self-scaled Broyden (module docstring): `ssbfgs` with the Broyden parameter
     $\\vartheta_k$ and the scaling $\\tau_k$ chosen per step. Arguments as `ssbfgs`."""
     return _self_scaled(True, max_linesearch_steps, slope_rtol, curv_rtol, curvature_eps,
-                        max_memory_bytes)
+                        max_memory_bytes, step_guess)

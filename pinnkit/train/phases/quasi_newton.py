@@ -38,7 +38,8 @@ class SelfScaledConfig:
     and ``curv_rtol`` ($c_2$, 0.9); ``max_memory_gib``: refuse a network whose dense
     matrices (three $P \\times P$ copies at the peak) need more (null: half the device's
     memory); stop the phase early at a relative loss change ``tol`` or a gradient norm
-    ``grad_tol`` (null: never)."""
+    ``grad_tol`` (null: never); ``step_guess``: the line search's first trial, ``unit``
+    ($\\alpha = 1$, default) or ``last`` (1.25 times the last accepted step, at most 1)."""
 
     kind: str = "ssbfgs"
     steps: int | None = None
@@ -48,6 +49,7 @@ class SelfScaledConfig:
     max_memory_gib: float | None = None
     tol: float | None = None
     grad_tol: float | None = None
+    step_guess: str = "unit"
 
     def problems(self) -> list[tuple[str, str, object]]:
         checks = [
@@ -56,6 +58,7 @@ class SelfScaledConfig:
             ("slope_rtol", 0 < self.slope_rtol < self.curv_rtol, "expected 0 < slope_rtol < curv_rtol",
              self.slope_rtol),
             ("curv_rtol", 0 < self.curv_rtol < 1, "expected a number in (0, 1)", self.curv_rtol),
+            ("step_guess", self.step_guess in ("unit", "last"), "expected unit or last", self.step_guess),
         ]
         bad = [(k, msg, v) for k, ok, msg, v in checks if not ok]
         return bad + positive_or_null(self, ("max_memory_gib", "tol", "grad_tol"))
@@ -106,7 +109,7 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
         limit = None if cfg.max_memory_gib is None else cfg.max_memory_gib * 2.0**30
         make = ssbroyden if cfg.kind == "ssbroyden" else ssbfgs
         opt = make(cfg.max_linesearch_steps, slope_rtol=cfg.slope_rtol, curv_rtol=cfg.curv_rtol,
-                   max_memory_bytes=limit)
+                   max_memory_bytes=limit, step_guess=cfg.step_guess)
         return cls(start, steps, opt, cfg.tol, cfg.grad_tol, options=cfg)
 
     def step(self, loss, params, state, key, arrays, ctx):
