@@ -62,6 +62,7 @@ def _trained(kind, out, trained):
     # caps it at 1; SSBroyden multiplies that by sigma^(-1/(P-1)) <= 1 or takes sigma)
     assert all(h["step_size"] > 0 and h["curvature"] > 0 for h in qn), qn[:3]
     assert all(0 < h["scaling"] <= 1 + 1e-12 for h in qn)
+    assert all(1 <= h["trials"] <= 16 for h in qn)  # max_linesearch_steps: 16
     assert all("curvature" not in h for h in full.history if h["phase"] == 0)
     return full
 

@@ -251,10 +251,12 @@ def log_records(path, history, m, start, phase, every, total, upto=None):
             if "weights" in m:
                 rec["weights"] = {k: float(v[i]) for k, v in sorted(m["weights"].items())}
             # second-order phases: the line search's step, and for ssbfgs/ssbroyden the
-            # curvature y.s and the self-scaling factor tau of the step
+            # curvature y.s, the self-scaling factor tau and the search's trials of the step
             for name in ("step_size", "curvature", "scaling"):
                 if name in m:
                     rec[name] = float(m[name][i])
+            if "trials" in m:
+                rec["trials"] = int(m["trials"][i])
             if "grad_norm" in m:  # a phase stopping on grad_tol
                 rec["grad_norm"] = float(m["grad_norm"][i])
             if "causal" in m:

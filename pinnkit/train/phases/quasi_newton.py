@@ -13,8 +13,10 @@ Per-step metrics: the loss and its terms *after* the step, at the point the line
 accepted (its evaluation there is the next step's at the parameters: on fixed points,
 `pinnkit.train.loss.Loss.fixed`, a step then evaluates the loss once fewer), ``step_size``
 $\\alpha_k$, ``curvature`` $y_k^\\top s_k$ and ``scaling`` $\\tau_k$ of the step (1 when the
-update was skipped). A step not taken (a non-finite trial) reports the loss at the
-parameters and the terms of the trial it refused.
+update was skipped), ``trials``: the points the line search evaluated (the loss
+evaluations of the step, less the one at the parameters when it is not reused). A step
+not taken (a non-finite trial) reports the loss at the parameters and the terms of the
+trial it refused.
 """
 
 
@@ -121,7 +123,8 @@ class AbstractSelfScaledPhase(AbstractOptimizerPhase):
         params = optax.apply_updates(params, updates)
         ls = state.linesearch
         metrics = {"loss": ls.value, **aux, "step_size": state.step_size,
-                   "curvature": state.curvature, "scaling": state.tau}
+                   "curvature": state.curvature, "scaling": state.tau,
+                   "trials": ls.info.num_linesearch_steps}
         return StepResult(params, state, with_grad_norm(self, metrics, ls.grad))
 
 
