@@ -370,40 +370,6 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
                name=cfg.problem.name, record=cfg.to_dict(), config=cfg)
 
 
-def config_callbacks(cfg: RunConfig, problem: Problem) -> tuple:
-    """The callbacks a config asks for (``eval.extra_metrics``, then ``train.early_stopping``,
-    its metric checked against what ``problem``'s evaluations hold: a reference's fields for
-    ``rel_l2``/``linf``)."""
-    from ..train.callbacks import EarlyStopping, ExtraMetrics
-    from .metrics import Predictor
-
-    base = Path(cfg.source_dir) if cfg.source_dir else None
-    dtype = jnp.float64 if cfg.numerics.x64 else jnp.float32
-
-    def on_predictor(fn):  # the user's function sees the model as Problem.metrics does
-        return ExtraMetrics(lambda net, coeffs: fn(Predictor(net, cfg.eval.batch, dtype)))
-
-    extra = tuple(on_predictor(load_callable(spec, base_dir=base, what=f"eval.extra_metrics.{i}"))
-                  for i, spec in enumerate(cfg.eval.extra_metrics))
-    es = cfg.train.early_stopping
-    if es is None:
-        return extra
-    head, _, name = es.metric.replace("/", ".").partition(".")
-    known = {"rel_l2": (*problem.out_names, *(v for v, _ in problem.vectors))
-             if problem.reference is not None else (),
-             "linf": problem.out_names if problem.reference is not None else ()}
-    if head in known and name not in known[head]:
-        fix = (f"one of {', '.join(f'{head}.{n}' for n in known[head])}" if known[head] else
-               "a metrics.NAME of the problem's (it has no reference solution to compare with)")
-        raise ConfigError(f"train.early_stopping.metric: {es.metric!r} is not evaluated; "
-                          f"choose {fix}")
-    if head not in (*known, "metrics", "coeffs"):
-        hint = did_you_mean(head, [*known, "metrics"])
-        raise ConfigError(f"train.early_stopping.metric: {es.metric!r}: expected rel_l2.FIELD, "
-                          f"linf.FIELD, metrics.NAME or coeffs.NAME.{hint}")
-    return (*extra, EarlyStopping(es.metric, es.patience, es.min_delta, es.mode))
-
-
 def _check_whole_loss(cfg: RunConfig, phases) -> None:
     """A phase that needs the residual Jacobian (``gauss_newton``: natural gradient)
     builds its Gramian from the fixed term weights and the sampler's own points; adaptive

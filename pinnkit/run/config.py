@@ -342,12 +342,9 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     steps = cfg.phase_steps()
     total = sum(steps)
     if nulls:
-        _check(
-            steps[nulls[0]] >= 1, where, "train.steps",
-            f"the phases with fixed steps use {total - steps[nulls[0]]} steps and leave none "
-            f"for phase {nulls[0]} (steps: null); raise train.steps",
-            t.steps,
-        )
+        _check(steps[nulls[0]] >= 1, where, "train.steps",
+               f"the phases with fixed steps use {total - steps[nulls[0]]} steps and leave none "
+               f"for phase {nulls[0]} (steps: null); raise train.steps", t.steps)
     else:
         _check(
             total == t.steps, where, "train.steps",
@@ -358,8 +355,9 @@ def validate(cfg: RunConfig, where: str) -> RunConfig:
     _check(m == -1 or m >= 1, where, "mesh.data", "expected -1 or >= 1", m)
     _check(cfg.checkpoint.every >= 0, where, "checkpoint.every", "expected >= 0", cfg.checkpoint.every)
     _check(cfg.checkpoint.keep >= 1, where, "checkpoint.keep", "expected >= 1", cfg.checkpoint.keep)
-    _check(cfg.eval.resolution >= 2, where, "eval.resolution", "expected >= 2", cfg.eval.resolution)
-    _check(cfg.eval.batch >= 1, where, "eval.batch", "expected >= 1", cfg.eval.batch)
+    for key, low in (("resolution", 2), ("batch", 1), ("validation_points", 0)):
+        _check(getattr(cfg.eval, key) >= low, where, f"eval.{key}", f"expected an integer >= {low}",
+               getattr(cfg.eval, key))
     _check(cfg.logging.every_s > 0, where, "logging.every_s", "expected a number > 0", cfg.logging.every_s)
     return cfg
 

@@ -37,7 +37,8 @@ from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, s
 from ..train.records import result_message
 from ..train.windows import fit_windows, load_windows
 from . import folder, loggers, memplan, yamlsafe
-from .build import build_problem, build_run, config_callbacks, reusing_problems
+from .build import build_problem, build_run, reusing_problems
+from .callbacks import config_callbacks
 from .config import RunConfig, dump_config
 from .exactlift import exact_lift_record
 from .folder import OWN_NAMES, Replaced, RunFolderWarning, RunLock, earned_checkpoint, recover, stranded

@@ -317,11 +317,14 @@ class EvalConfig:
     """``eval``: reference-error grid (``resolution`` points per coordinate); ``extra_metrics``:
     functions ``path/to/file.py:name`` (or ``module:name``) of the trained model, as a
     `pinnkit.run.metrics.Predictor`, returning ``{name: number}``, evaluated and logged
-    with the problem's own metrics (`pinnkit.ExtraMetrics`)."""
+    with the problem's own metrics (`pinnkit.ExtraMetrics`); ``validation_points``: the loss
+    terms' residuals on that many fresh points per term at every evaluation (0: off;
+    `pinnkit.train.validation`)."""
 
     resolution: int = 101
     batch: int = 16384
     extra_metrics: list[str] = field(default_factory=list)
+    validation_points: int = 0
 
 
 @dataclass(frozen=True)
