@@ -256,12 +256,16 @@ def test_truncated_checkpoint_is_detected(tmp_path):
 
 def test_sharded_errors_equal_gathered(x64):
     rng = np.random.default_rng(0)
-    pred, ref = rng.normal(size=(101, 2)), rng.normal(size=(101, 2))
-    want = field_errors(type("P", (), {"out_names": ("u", "p"), "mean_free": ("p",)})(), pred, ref)
-    got = field_errors_sharded(("u", "p"), ("p",), pred, ref)
-    for k in ("rel_l2", "linf"):
-        for f in ("u", "p"):
+    pred, ref = rng.normal(size=(101, 3)), rng.normal(size=(101, 3))
+    vectors = (("velocity", ("u", "v")),)
+    problem = type("P", (), {"out_names": ("u", "v", "p"), "mean_free": ("p",), "vectors": vectors})()
+    want = field_errors(problem, pred, ref)
+    got = field_errors_sharded(("u", "v", "p"), ("p",), pred, ref, vectors=vectors)
+    for k, fields in (("rel_l2", ("u", "v", "p", "velocity")), ("linf", ("u", "v", "p"))):
+        for f in fields:
             assert got[k][f] == pytest.approx(want[k][f], rel=1e-12)
+    uv = np.sqrt(((pred[:, :2] - ref[:, :2]) ** 2).sum() / (ref[:, :2] ** 2).sum())
+    assert got["rel_l2"]["velocity"] == pytest.approx(uv, rel=1e-12)
 
 
 def test_evaluate_sharded_matches_single_device():
