@@ -57,7 +57,7 @@ class Validation(Callback):
         @eqx.filter_jit
         def fn(network, coeffs):
             res = only.residuals(network, coeffs, batch, Autodiff())
-            return {k: jnp.mean(jnp.sum(r.reshape(r.shape[0], -1) ** 2, axis=-1)) for k, r in res.items()}
+            return {k: jnp.mean(jnp.sum(r**2, axis=-1)) for k, r in res.items()}  # r: (n, rows)
 
         self._fn = fn
 
