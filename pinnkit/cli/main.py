@@ -201,7 +201,7 @@ def cmd_eval(args) -> int:
     from ..run.rundir import evaluate_dir, read_config
 
     apply_numerics(read_config(args.run_dir), None)
-    print(jsonsafe.dumps(evaluate_dir(args.run_dir), indent=2))  # strict JSON, NaN flagged
+    print(jsonsafe.dumps(evaluate_dir(args.run_dir, args.last), indent=2))  # strict JSON, NaN flagged
     return 0
 
 
@@ -209,7 +209,7 @@ def cmd_plot(args) -> int:
     from ..run.rundir import plot_dir, read_config
 
     apply_numerics(read_config(args.run_dir), None)
-    for p in plot_dir(args.run_dir):
+    for p in plot_dir(args.run_dir, args.last):
         print(p)
     return 0
 
@@ -267,10 +267,12 @@ def parser() -> argparse.ArgumentParser:
                          "processes, off otherwise)")
     t.set_defaults(func=cmd_train)
     e = sub.add_parser("eval", help="errors of a trained run against its reference")
-    e.add_argument("run_dir")
-    e.set_defaults(func=cmd_eval)
     pl = sub.add_parser("plot", help="(re)draw a run's plots")
-    pl.add_argument("run_dir")
+    for sp in (e, pl):
+        sp.add_argument("run_dir")
+        sp.add_argument("--last", action="store_true",
+                        help="the final parameters, not the best kept (eval.keep_best)")
+    e.set_defaults(func=cmd_eval)
     pl.set_defaults(func=cmd_plot)
     pr = sub.add_parser("problems", help="list built-in problems and their parameters")
     pr.set_defaults(func=cmd_problems)

@@ -4,6 +4,7 @@
     DIR/metrics.jsonl      one JSON record per logged step (loss, per-term losses) or eval
     DIR/summary.json       errors per field vs the reference, steps, wall time, outcome
     DIR/checkpoints/       step_XXXXXXXX.eqx, atomic, newest `keep` kept
+    DIR/best/              the model of the lowest eval.keep_best metric (`pinnkit.run.best`)
     DIR/plots/*.png        solution / reference / error per field, loss curves
     DIR/tensorboard/       live curves (logging.tensorboard: true; `pinnkit.run.live`)
 
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,20 +34,20 @@ from ..physics.coeffs import values as coeff_values
 from ..physics.problem import Problem
 from ..plot.fields import write_plots
 from ..train import checkpoint as ckpt
+from ..train.best import KeepBest
 from ..train.callbacks import Callback, extra_metrics
 from ..train.loop import RESULTS, FitResult, find_checkpoint, fit, init_extra, split_model
-from ..train.records import result_message
 from ..train.windows import fit_windows, load_windows
 from . import folder, loggers, memplan, yamlsafe
+from .best import choose, keep_best, model_folder
 from .build import build_problem, build_run, reusing_problems
 from .callbacks import config_callbacks
 from .config import RunConfig, dump_config
-from .exactlift import exact_lift_record
 from .folder import OWN_NAMES, Replaced, RunFolderWarning, RunLock, earned_checkpoint, recover, stranded
 from .live import start_live_logging
-from .metrics import Predictor
 from .records_io import read_history as _read_history
 from .records_io import read_summary as _read_summary
+from .summary import problem_metrics, summarize
 
 versions = ckpt.package_versions
 
@@ -185,49 +187,6 @@ def _writing(out: Path):
             lock.release()
 
 
-def summarize(run, res: FitResult, errors: dict, logged: list[dict] = ()) -> dict:
-    """summary.json's record. The final loss is the last one of this session's history,
-    else of ``logged`` (metrics.jsonl: a resumed run that logged nothing new)."""
-    last = next((h for h in reversed([*logged, *res.history]) if "loss" in h), None)
-    acceptance = run.sampler.acceptance(run.problem)  # rejection-sampled terms only
-    return {
-        "problem": run.config.problem.name,
-        "outcome": res.result.name,
-        "message": result_message(res.result, res.detail),
-        "steps": res.step,
-        # all windows together, like "steps" (train.steps is per window)
-        "total_steps": run.total_steps * run.config.train.time_windows,
-        "wall_s": round(res.wall_s, 3),
-        "steps_per_s": None if np.isnan(res.steps_per_s) else round(res.steps_per_s, 3),
-        # compilation (this session's): seconds per phase, wall and CPU, and the first chunk's
-        **{k: {p: round(t, 3) for p, t in getattr(res, k).items()} for k in ("compile_s", "compile_cpu_s")},
-        "compile_first_chunk_s": None if res.first_compile_s is None else round(res.first_compile_s, 3),
-        "n_devices": run.mesh.size if run.mesh is not None else 1,
-        "accumulate": res.accumulate,  # micro-batches per step (train.accumulate, auto resolved)
-        "seed": run.config.train.seed,
-        "final_loss": last["loss"] if last else None,
-        "final_terms": last["terms"] if last else None,
-        "rel_l2": errors.get("rel_l2", {}),
-        "linf": errors.get("linf", {}),
-        # fields the errors compare less their means (pressure is defined up to a constant)
-        **({"gauge": run.problem.gauge_map} if run.problem.gauge and errors.get("rel_l2") else {}),
-        "coeffs": {k: float(v) for k, v in res.coeffs.items()},
-        **({"sampling_acceptance": acceptance} if acceptance else {}),
-        **exact_lift_record(run.config, run.problem),  # network.allow_exact_lift, when used
-    }
-
-
-def problem_metrics(problem: Problem, network, batch: int, dtype, coeffs=None) -> dict:
-    """``{"metrics": problem.metrics(predict)}`` if the problem defines extra metrics,
-    else ``{}`` (see `Problem`). ``coeffs`` (default: the problem's own) reach the metrics
-    as ``predict.coeffs``, the physical values of the scalar ones."""
-    if problem.metrics is None:
-        return {}
-    known = coeff_values(problem.coeffs if coeffs is None else coeffs)
-    scalars = {k: float(v) for k, v in known.items() if getattr(v, "ndim", 1) == 0}
-    return {"metrics": problem.metrics(Predictor(network, batch, dtype, scalars))}
-
-
 def resolve_resume(out: Path, resume: bool | str, overwrite: bool) -> tuple[bool, bool]:
     """``(resume, overwrite)`` for `prepare_dir`. ``resume="auto"`` resumes when ``out``
     holds a valid checkpoint and otherwise starts afresh, replacing a run folder that has
@@ -285,7 +244,7 @@ def train_to_dir(
         mesh = mesh if mesh is not None else make_mesh(cfg.mesh.data)
         run = memplan.check(cfg, build_problem(cfg), mesh, lambda: build_run(cfg, mesh=mesh),
                             fit_options)
-    callbacks = (*config_callbacks(cfg, run.problem), *callbacks)
+    callbacks = (*config_callbacks(cfg, run.problem), *keep_best(cfg, run, out, resume), *callbacks)
     old = Replaced(out)
     with _writing(out):
         started()
@@ -372,19 +331,27 @@ def _finish(run, res: FitResult, out: Path, before, old: Replaced, plots, callba
         # within the signal's grace period: the summary first (no errors yet), then the
         # evaluation, which rewrites it, however long it takes
         _write_text(out / "summary.json", jsonsafe.dumps(summarize(run, res, {}, history), indent=2) + "\n")
-    errors, grid = evaluate_sharded(res.network, run.problem, run.mesh, ev.resolution, ev.batch,
-                                    run.dtype, grid=want_plots)
-    summary = summarize(run, res, errors, history)
-    summary.update(problem_metrics(run.problem, res.network, ev.batch, run.dtype, res.coeffs))
-    if extra := extra_metrics(callbacks, res.network, res.coeffs):
-        summary["metrics"] = {**summary.get("metrics", {}), **extra}
+    def record(network, coeffs, grid: bool):  # errors and metrics (the problem's, the callbacks')
+        errors, grid_ = evaluate_sharded(network, run.problem, run.mesh, ev.resolution, ev.batch,
+                                         run.dtype, grid=grid)
+        metrics = {**problem_metrics(run.problem, network, ev.batch, run.dtype, coeffs).get("metrics", {}),
+                   **extra_metrics(callbacks, network, coeffs)}
+        return {**errors, **({"metrics": metrics} if metrics else {})}, grid_
+
+    network, coeffs, best = res.network, res.coeffs, None
+    if keeper := next((cb for cb in callbacks if isinstance(cb, KeepBest)), None):
+        network, coeffs, best = choose(run, keeper, res.step, network, coeffs,
+                                       record(network, coeffs, False)[0], out)
+    errors, grid = record(network, coeffs, want_plots)
+    summary = summarize(run, dataclasses.replace(res, coeffs=coeffs), errors, history)
+    summary.update({k: errors[k] for k in ("metrics",) if k in errors}, **({"best": best} if best else {}))
     if res.stop_reason:
         summary["stopped_by"] = res.stop_reason
     summary["n_processes"] = jax.process_count()
     if is_main_process():  # strict JSON: non-finite errors as null, named under "nonfinite"
         _write_text(out / "summary.json", jsonsafe.dumps(summary, indent=2) + "\n")
         if want_plots:
-            write_plots(out, run.problem, grid, history, res.network, run.dtype, min(ev.batch, 4096))
+            write_plots(out, run.problem, grid, history, network, run.dtype, min(ev.batch, 4096))
     return summary
 
 
@@ -432,9 +399,10 @@ class RunData:
         return out
 
 
-def load_run(run_dir: str | Path) -> RunData:
+def load_run(run_dir: str | Path, last: bool = False) -> RunData:
     """Loads a run directory: config, problem, trained network and coefficients (from the
-    newest valid checkpoint), history and summary. Needs no mesh.
+    newest valid checkpoint; a run with ``eval.keep_best`` from ``best/``, unless ``last``),
+    history and summary. Needs no mesh.
 
     A float64 run (``numerics.x64: true``) needs ``jax.config.update("jax_enable_x64",
     True)`` first, else a `RunDirError` says so. It does not switch float64 on itself:
@@ -450,8 +418,9 @@ def load_run(run_dir: str | Path) -> RunData:
             'jax.config.update("jax_enable_x64", True) before pinnkit.load_run (once per process)'
         )
     if cfg.train.time_windows <= 1:  # checked before the build: a damaged run costs no compilation
+        where = model_folder(run_dir, last)
         path, head = ckpt.newest_valid(
-            run_dir / "checkpoints", f"{run_dir}: no valid checkpoint in checkpoints/; was training started?")
+            where, f"{run_dir}: no valid checkpoint in {where.name}/; was training started?")
     run = build_run(cfg, with_mesh=False)
     summary = _read_summary(run_dir)
     if cfg.train.time_windows > 1:  # the piecewise model of the windows (pinnkit.train.windows)
@@ -468,10 +437,10 @@ def load_run(run_dir: str | Path) -> RunData:
                    _read_history(run_dir), summary)
 
 
-def evaluate_dir(run_dir: str | Path) -> dict:
-    """Recomputes the errors of a run directory's newest checkpoint (grid sharded over
+def evaluate_dir(run_dir: str | Path, last: bool = False) -> dict:
+    """Recomputes the errors of a run directory's model (`load_run`; grid sharded over
     all visible devices)."""
-    data = load_run(run_dir)
+    data = load_run(run_dir, last)
     dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
     errors, _ = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
                                  data.config.eval.batch, dtype, grid=False)
@@ -480,9 +449,9 @@ def evaluate_dir(run_dir: str | Path) -> dict:
     return {"step": data.step, **errors, **gauge, **extra}
 
 
-def plot_dir(run_dir: str | Path) -> list[Path]:
-    """(Re)draws ``run_dir/plots/*.png`` from the newest checkpoint."""
-    data = load_run(run_dir)
+def plot_dir(run_dir: str | Path, last: bool = False) -> list[Path]:
+    """(Re)draws ``run_dir/plots/*.png`` from the run's model (`load_run`)."""
+    data = load_run(run_dir, last)
     dtype = jnp.float64 if data.config.numerics.x64 else jnp.float32
     _, grid = evaluate_sharded(data.network, data.problem, make_mesh(), data.config.eval.resolution,
                                data.config.eval.batch, dtype)

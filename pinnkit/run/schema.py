@@ -319,12 +319,16 @@ class EvalConfig:
     `pinnkit.run.metrics.Predictor`, returning ``{name: number}``, evaluated and logged
     with the problem's own metrics (`pinnkit.ExtraMetrics`); ``validation_points``: the loss
     terms' residuals on that many fresh points per term at every evaluation (0: off;
-    `pinnkit.train.validation`)."""
+    `pinnkit.train.validation`); ``keep_best``: an evaluated metric to minimise
+    (``metrics.validation``, ``rel_l2.FIELD``, ...; null: off): the parameters where it was
+    lowest are kept in ``best/`` and are the model that summary.json, the plots and
+    ``pinnkit eval`` report (`pinnkit.train.best`)."""
 
     resolution: int = 101
     batch: int = 16384
     extra_metrics: list[str] = field(default_factory=list)
     validation_points: int = 0
+    keep_best: str | None = None
 
 
 @dataclass(frozen=True)

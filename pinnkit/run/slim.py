@@ -36,7 +36,8 @@ from .rundir import read_config
 
 __all__ = ["slim_run", "OWN"]
 
-OWN = ("config.yaml", "metrics.jsonl", "summary.json", "plots", "tensorboard", "windows", "checkpoints")
+OWN = ("config.yaml", "metrics.jsonl", "summary.json", "plots", "tensorboard", "windows", "checkpoints",
+       "best")
 """The top-level entries of a run folder that pinnkit writes, and so that slim copies."""
 
 

@@ -93,6 +93,16 @@ def lookup(record: Mapping[str, Any], name: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def require(record: Mapping[str, Any], name: str, key: str) -> float:
+    """`lookup`, or a `ConfigError` naming config key ``key`` and what ``record`` holds."""
+    value = lookup(record, name)
+    if value is None:
+        raise ConfigError(
+            f"{key}: the evaluation has no metric {name!r}; it holds "
+            f"{', '.join(metric_names(record)) or 'nothing'}. Set {key} to one of these")
+    return value
+
+
 def metric_names(record: Mapping[str, Any], prefix: str = "") -> list[str]:
     """The dotted names of the numbers in an evaluation record."""
     out = []
@@ -135,12 +145,7 @@ class EarlyStopping(Callback):
         self.waited = 0
 
     def on_eval(self, info: TrainInfo) -> None:
-        value = lookup(info.metrics, self.metric)
-        if value is None:
-            raise ConfigError(
-                f"early stopping: the evaluation has no metric {self.metric!r}; it holds "
-                f"{', '.join(metric_names(info.metrics)) or 'nothing'}. Set "
-                "train.early_stopping.metric to one of these")
+        value = require(info.metrics, self.metric, "train.early_stopping.metric")
         sign = 1.0 if self.mode == "min" else -1.0
         if self.best_step is None or sign * value < sign * self.best - self.min_delta:
             self.best, self.best_step, self.waited = value, info.step, 0

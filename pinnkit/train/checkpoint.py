@@ -271,8 +271,14 @@ MODEL_ONLY = "model"
 without the optimiser state (`pinnkit slim`): loadable for evaluation, not resumable."""
 
 
+PARAMS_ONLY = "params"
+"""Header ``contents`` of a checkpoint that holds the parameters alone (a run's ``best/``,
+`pinnkit.run.best`): loadable for evaluation, not resumable."""
+
+
 def is_model_only(head: dict) -> bool:
-    return head.get("contents") == MODEL_ONLY
+    """Whether the checkpoint with header ``head`` lacks the optimiser state."""
+    return head.get("contents") in (MODEL_ONLY, PARAMS_ONLY)
 
 
 def load_model(path: Path, head: dict, params, phases, extra):
