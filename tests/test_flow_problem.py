@@ -247,3 +247,55 @@ def test_capacity_script_fits_the_network_to_the_reference(tmp_path, monkeypatch
     for k in ("u", "p"):
         trained.check(f"{k} fitted / trained", errs[10][k] / errs[0][k], "<", 0.3)
     trained.check("v rms fitted", errs[10]["v"], "<", 1e-2)
+
+
+def test_errors_leave_out_the_references_singular_points(monkeypatch):
+    """A reference unbounded at a point (a re-entrant corner's pressure) that a grid point
+    falls on: with the point in `Problem.singular` every error path leaves that grid point
+    out (the prediction equal to the reference elsewhere: error 0), without it the one
+    point's 1e6 is the whole error. The domain's other grid points all count."""
+    from pinnkit._host import HostFunction
+    from pinnkit.geometry import Rectangle
+    from pinnkit.parallel import mesh as mesh_mod
+    from pinnkit.parallel.mesh import evaluate_sharded, make_mesh
+    from pinnkit.physics.problem import Problem
+    from pinnkit.run.metrics import evaluate
+
+    def field(pts):
+        spike = np.all(np.abs(pts - 0.5) < 1e-6, axis=1)
+        return np.stack([1 + pts[:, 0], np.where(spike, 1e6, 1.0)], axis=1)
+
+    def network(x):
+        return jnp.stack([1 + x[0], jnp.ones_like(x[0])])
+
+    box = Rectangle((0, 0), (1, 1))
+    for singular, want in (((0.5, 0.5),), 0.0), ((), 1.0):
+        p = Problem(box, ("u", "p"), {}, reference=HostFunction(field, 2), singular=singular)
+        pts, _ = box.grid(21)
+        mask = p.error_mask(pts)
+        assert int((~mask).sum()) == (1 if p.singular else 0)
+        monkeypatch.setattr(mesh_mod, "STREAM_ROWS", 1 << 20)
+        single, _ = evaluate(jax.jit(network), p, resolution=21)
+        sharded, _ = evaluate_sharded(network, p, make_mesh(1), 21, 64, jnp.float32)
+        monkeypatch.setattr(mesh_mod, "STREAM_ROWS", 100)  # 441 points: 5 blocks
+        streamed, _ = evaluate_sharded(network, p, make_mesh(1), 21, 64, jnp.float32)
+        for errors in (single, sharded, streamed):
+            assert errors["rel_l2"]["u"] < 1e-6, errors
+            assert errors["rel_l2"]["p"] == pytest.approx(want, abs=1e-5), errors
+
+
+def test_a_fem_reference_marks_the_no_slip_reentrant_corners_singular(tmp_path, monkeypatch):
+    """The backward-facing step has one re-entrant no-slip corner, (1, 1/2): with the
+    finite-element reference it is the problem's singular point (and its mesh is refined
+    there, ``fem_corner_maxh: auto``); without a reference there is nothing to leave out.
+    An impossible ``fem_corner_maxh`` is refused naming the key."""
+    pytest.importorskip("ngsolve", reason="the fem extra (NGSolve) is not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    step = TINY.parents[1] / "flows" / "step.yaml"
+    p = build_problem(load_config(step, ["problem.params.fem_maxh=0.1"]))
+    assert p.singular == ((1.0, 0.5),)
+    assert build_problem(load_config(step, ["problem.params.fem_reference=false"])).singular == ()
+    from pinnkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"fem_corner_maxh: the reference mesh's element size.*got -1"):
+        build_problem(load_config(step, ["problem.params.fem_maxh=0.1", "problem.params.fem_corner_maxh=-1"]))

@@ -315,7 +315,7 @@ def _streamed_errors(network, problem, pts, mesh, batch, dtype) -> dict:
         block = pts[start : start + STREAM_ROWS]
         rows, pred = predict_sharded(network, block, mesh, batch, dtype)
         ref = _reference_rows(problem, block, rows, mesh, batch, dtype)
-        inside = problem.domain.inside(block)  # shapes: the grid points in the domain
+        inside = problem.error_mask(block)  # shapes: the grid points in the domain
         ok = slice(None) if inside is None else inside[rows]
         acc.add_rows(pred[ok], ref[ok], level[start : start + STREAM_ROWS][rows][ok])
     return acc.gathered().errors(problem.out_names, problem.gauge_map, problem.vectors)
@@ -349,7 +349,7 @@ def evaluate_sharded(network, problem, mesh: Mesh, resolution: int = 101, batch:
     errors = {}
     if problem.reference is not None:
         ref = _reference_rows(problem, pts, rows, mesh, batch, dtype)
-        inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
+        inside = problem.error_mask(pts)  # shapes: errors over the grid points in the domain
         ok = slice(None) if inside is None else inside[rows]
         level, n_levels = gauge_groups(problem, pts)
         errors = field_errors_sharded(problem.out_names, problem.gauge_map, pred[ok], ref[ok],

@@ -258,7 +258,7 @@ def write_plots(run_dir: Path, problem, grid: dict, history: list[dict], network
         sphere_fields = fields_from_grid(problem, grid)
         nt = len(sphere_fields["time"])
         times = sorted(set(np.linspace(0, nt - 1, 3).round().astype(int).tolist()))
-    inside = None if on_sphere else problem.domain.inside(grid["points"])  # shapes: mask the box
+    inside = None if on_sphere else problem.error_mask(grid["points"])  # shapes: mask the box
     outline = [] if on_sphere else outline_of(problem.domain)
     for i, name in enumerate(problem.out_names):
         ref = grid["ref"][:, i] if grid.get("ref") is not None else None

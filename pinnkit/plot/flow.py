@@ -147,7 +147,7 @@ def flow_fields_of(network, problem, resolution: int | tuple[int, int] = 101, t:
         t = hi[coords.index("t")] if t is None else float(t)
         pts[:, coords.index("t")] = t
         out["t"] = np.asarray(t)
-    inside = problem.domain.inside(pts)
+    inside = problem.error_mask(pts)  # a singular point of the reference (a corner's pressure) left blank
     sdf = _sdf(problem.domain, pts, coords)
     if sdf is not None:
         out["sdf"] = sdf.reshape(X.shape)

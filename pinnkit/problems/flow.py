@@ -89,6 +89,19 @@ _CURLS = {"stream": stream_velocity, "curl_lifting": curl_lifting}
 """The ``hard_velocity`` options built on a stream function's lifting (`pinnkit.geometry.stream`)."""
 
 
+def _corner_maxh(value, maxh: float) -> float | None:
+    """``fem_corner_maxh``'s element size: ``"auto"`` is ``maxh / 25``, null none."""
+    if value == "auto":
+        return maxh / 25
+    if value is None:
+        return None
+    if isinstance(value, bool) or not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise ConfigError(f"{KEY}.fem_corner_maxh: the reference mesh's element size at re-entrant "
+                          f"corners, 'auto' (the default: fem_maxh / 25), a length > 0 or null (no "
+                          f"local size); got {value!r}.")
+    return float(value)
+
+
 def _enforced(exact: tuple[str, ...], hard_velocity: str, terms: dict) -> tuple[str, ...]:
     """The terms the hard constraint makes redundant: the given velocities', and with
     ``stream`` continuity and the circles' flux too (a curl has no divergence: their
@@ -124,6 +137,7 @@ def incompressible_flow(
     fem_reference: bool = False,
     fem_maxh: float | None = None,
     fem_boundary_maxh: Mapping | None = None,
+    fem_corner_maxh: float | str | None = "auto",
     fem_order: int = 2,
     flux_circles: int = 0,
     hard_velocity: str = "all",
@@ -188,7 +202,11 @@ def incompressible_flow(
     - `fem_reference`: if true, the field reference is the Taylor–Hood solution of the
       same problem (`pinnkit.solvers.fem_ns.solve_steady`; the ``fem`` extra), mesh size
       `fem_maxh` (default `fem_mesh_size`: 1/40 of the shorter side), `fem_boundary_maxh`
-      ``{boundary: size}``, velocity degree `fem_order` (2: P2/P1); solved once, then read
+      ``{boundary: size}``, `fem_corner_maxh` at re-entrant corners (``"auto"``: ``fem_maxh``
+      / 25; null: none; without it the corners' pressure singularity pollutes the whole
+      field: the backward-facing step's default mesh had a pressure error of 1.3e-2 and
+      the bend's 1.3e-2, 8e-4 with it, docs/benchmarks.md), velocity degree `fem_order`
+      (2: P2/P1); solved once, then read
       from ``~/.cache/pinnkit/fem``. ``summary.json`` then gets ``rel_l2`` and ``linf`` of
       ``u, v, p`` and the plots their error maps.
 
@@ -256,8 +274,9 @@ def incompressible_flow(
         terms[b] = Dirichlet(b, ("u", "v"), values[b])
     # re-entrant corners between no-slip walls, for corner_weight and corner_modes
     walls = {b for b, g in values.items() if g is None}
-    corners = reentrant_corners(dom, walls, visc) if (corner_modes or corner_weight > 0) else ()
-    if corners and corner_weight > 0:
+    corners = (reentrant_corners(dom, walls, visc)
+               if (corner_modes or corner_weight > 0 or fem_reference) else ())
+    if corners and corner_weight > 0:  # (fem_reference alone computes them for `singular`)
         radii = (local_radii(dom, corners) if corner_radius == "auto"
                  else tuple(min(c.radius, float(corner_radius)) for c in corners))
         # continuity too: a smooth velocity's divergence misses the corner's singular
@@ -299,10 +318,11 @@ def incompressible_flow(
     if fem_reference:
         from ..solvers.fem_ns import solve_steady
 
+        maxh = float(fem_maxh) if fem_maxh is not None else fem_mesh_size(dom)
         sol = solve_steady(
-            dom, visc, {b: _fem_velocity(c, params) for b, c in data.items()},
-            maxh=float(fem_maxh) if fem_maxh is not None else fem_mesh_size(dom),
-            boundary_maxh=dict(fem_boundary_maxh or {}), order=int(fem_order))
+            dom, visc, {b: _fem_velocity(c, params) for b, c in data.items()}, maxh=maxh,
+            boundary_maxh=dict(fem_boundary_maxh or {}), order=int(fem_order),
+            corner_maxh=_corner_maxh(fem_corner_maxh, maxh))
         reference = HostFunction(sol.evaluate, 3)
     closed = not outflows
     text = (f"steady flow, nu = {visc:g}; velocity on {', '.join(data)}"
@@ -311,5 +331,6 @@ def incompressible_flow(
         dom, ("u", "v", "p"), terms, coeffs={"nu": visc}, reference=reference,
         hard_constraint=hard, enforced=() if hard is None else _enforced(tuple(exact), hard_velocity, terms),
         gauge={"p": "mean"} if closed else None, vectors={"velocity": ("u", "v")},
+        singular=tuple(c.center for c in corners) if reference is not None else (),
         name=name, description=description or text,
     )

@@ -85,7 +85,7 @@ def evaluate(network, problem: Problem, resolution: int = 101, batch: int = 1638
         return {}, grid
     ref = predict(problem.reference, pts, batch, dtype)
     grid["ref"] = ref
-    inside = problem.domain.inside(pts)  # shapes: errors over the grid points in the domain
+    inside = problem.error_mask(pts)  # shapes: errors over the grid points in the domain
     if inside is not None:
         return field_errors(problem, pred[inside], ref[inside], pts[inside]), grid
     return field_errors(problem, pred, ref, pts), grid

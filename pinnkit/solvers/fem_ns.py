@@ -267,7 +267,8 @@ class Discretisation:
 
 
 def discretise(domain, nu: float, velocity: Mapping[str, Velocity], *, maxh: float,
-               boundary_maxh: Mapping[str, float] | None, order: int, curve: int) -> Discretisation:
+               boundary_maxh: Mapping[str, float] | None, order: int, curve: int,
+               corner_maxh: float | None = None) -> Discretisation:
     """Mesh ``domain`` (a shape or its YAML mapping) and build the space (`solve_steady`'s
     arguments); checks the inputs (`FemGeometryError`)."""
     ng, _ = ngsolve_modules()
@@ -276,16 +277,18 @@ def discretise(domain, nu: float, velocity: Mapping[str, Velocity], *, maxh: flo
 
         domain = build_domain(domain, key="domain")
     velocity = dict(velocity)
-    mesh = make_mesh(domain, maxh, boundary_maxh, curve)
+    mesh = make_mesh(domain, maxh, boundary_maxh, curve, corner_maxh)
     _check_inputs(domain, nu, velocity, order, mesh)
     gauge = set(velocity) == set(mesh.GetBoundaries())
     space = _spaces(ng, mesh, "|".join(velocity), order, gauge)
     bmaxh = {k: float(h) for k, h in dict(boundary_maxh or {}).items()}
+    # corner_maxh only when set: the keys (and cached solutions) of meshes without it unchanged
     key = [describe(domain), float(nu), order, curve, float(maxh), sorted(bmaxh.items()),
+           *([] if corner_maxh is None else [["corner_maxh", float(corner_maxh)]]),
            [(k, _sample(v, _boundary_points(mesh, k))) for k, v in velocity.items()],
            ng.__version__, space.ndof]
     info = {"ndof": space.ndof, "elements": mesh.ne, "maxh": maxh, "boundary_maxh": bmaxh,
-            "order": order}
+            "corner_maxh": corner_maxh, "order": order}
     return Discretisation(mesh, space, float(nu), velocity, key, info)
 
 
@@ -296,6 +299,7 @@ def solve_steady(
     *,
     maxh: float = 0.05,
     boundary_maxh: Mapping[str, float] | None = None,
+    corner_maxh: float | None = None,
     order: int = 2,
     curve: int = 3,
     picard: int = 2,
@@ -315,7 +319,8 @@ def solve_steady(
       boundaries (``(0, 0)`` for no-slip walls, a profile for an inflow); every other
       boundary is a do-nothing outflow. The data should agree where two boundaries
       meet; where they do not (a driven lid's corners), the corner node takes one value;
-    - ``maxh``, ``boundary_maxh``, ``curve``: the mesh (`fem_geometry.make_mesh`);
+    - ``maxh``, ``boundary_maxh``, ``corner_maxh``, ``curve``: the mesh
+      (`fem_geometry.make_mesh`; ``corner_maxh``: the element size at re-entrant corners);
     - ``order``: the velocity degree $k$ (pressure $k - 1$), default 2 (P2/P1);
     - ``picard``, ``tol``, ``max_newton``: Picard steps before Newton; Newton stops when
       the largest update is at most ``tol`` times the largest coefficient;
@@ -330,7 +335,7 @@ def solve_steady(
     """
     ng, _ = ngsolve_modules()
     disc = discretise(domain, nu, velocity, maxh=maxh, boundary_maxh=boundary_maxh,
-                      order=order, curve=curve)
+                      order=order, curve=curve, corner_maxh=corner_maxh)
     key = fem_cache.digest("ns_steady", disc.key, picard, tol)
     gf = ng.GridFunction(disc.space)
     info = dict(disc.info, cached=False)
