@@ -95,6 +95,11 @@ def _corner_maxh(value, maxh: float) -> float | None:
         return maxh / 25
     if value is None:
         return None
+    if isinstance(value, str):  # YAML reads 3e-5 (no dot) as a string
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     if isinstance(value, bool) or not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
         raise ConfigError(f"{KEY}.fem_corner_maxh: the reference mesh's element size at re-entrant "
                           f"corners, 'auto' (the default: fem_maxh / 25), a length > 0 or null (no "
