@@ -331,6 +331,7 @@ def _finish(run, res: FitResult, out: Path, before, old: Replaced, plots, callba
         # within the signal's grace period: the summary first (no errors yet), then the
         # evaluation, which rewrites it, however long it takes
         _write_text(out / "summary.json", jsonsafe.dumps(summarize(run, res, {}, history), indent=2) + "\n")
+
     def record(network, coeffs, grid: bool):  # errors and metrics (the problem's, the callbacks')
         errors, grid_ = evaluate_sharded(network, run.problem, run.mesh, ev.resolution, ev.batch,
                                          run.dtype, grid=grid)
@@ -339,10 +340,11 @@ def _finish(run, res: FitResult, out: Path, before, old: Replaced, plots, callba
         return {**errors, **({"metrics": metrics} if metrics else {})}, grid_
 
     network, coeffs, best = res.network, res.coeffs, None
-    if keeper := next((cb for cb in callbacks if isinstance(cb, KeepBest)), None):
-        network, coeffs, best = choose(run, keeper, res.step, network, coeffs,
-                                       record(network, coeffs, False)[0], out)
     errors, grid = record(network, coeffs, want_plots)
+    if keeper := next((cb for cb in callbacks if isinstance(cb, KeepBest)), None):
+        network, coeffs, best = choose(run, keeper, res.step, network, coeffs, errors, out)
+        if network is not res.network:  # the best kept: its own errors, metrics and plots
+            errors, grid = record(network, coeffs, want_plots)
     summary = summarize(run, dataclasses.replace(res, coeffs=coeffs), errors, history)
     summary.update({k: errors[k] for k in ("metrics",) if k in errors}, **({"best": best} if best else {}))
     if res.stop_reason:
