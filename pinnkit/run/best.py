@@ -25,6 +25,7 @@ from ..parallel.mesh import is_main_process
 from ..train import checkpoint as ckpt
 from ..train.best import KeepBest
 from ..train.callbacks import lookup
+from ..train.loop import phase_at
 from ..train.step import split_model, trainable_spec
 
 BEST = "best"
@@ -41,8 +42,8 @@ def keep_best(cfg, run, out: Path, resume: bool) -> tuple[KeepBest, ...]:
     def save(step, value, network, coeffs):
         if not is_main_process():
             return
-        phase = next((i for i, ph in enumerate(run.phases) if step <= ph.end), len(run.phases) - 1)
-        head = ckpt.manifest(run.record, phase=phase, n_devices=run.mesh.size if run.mesh else 1,
+        head = ckpt.manifest(run.record, phase=phase_at(run, step),
+                             n_devices=run.mesh.size if run.mesh else 1,
                              n_processes=jax.process_count(), seed=run.seed)
         head.update(contents=ckpt.PARAMS_ONLY, best_metric=metric, best_value=value)
         ckpt.save(folder, step, eqx.partition((network, coeffs), spec)[0], head, keep=1)

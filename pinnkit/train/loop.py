@@ -187,7 +187,8 @@ def phase_names(run: Run) -> list[str]:
     return [k if kinds.count(k) == 1 else f"{k}.{i}" for i, k in enumerate(kinds)]
 
 
-def _phase_at(run: Run, step: int) -> int:
+def phase_at(run: Run, step: int) -> int:
+    """The index of the optimiser phase that step ``step`` runs in (the last one past the end)."""
     for i, ph in enumerate(run.phases):
         if step < ph.end:
             return i
@@ -466,7 +467,7 @@ def fit(
         log.close()
 
     # The phase whose optimiser state `state` holds, so that a resume restores it.
-    last_phase = phase_of_state if phase_of_state is not None else _phase_at(run, step)
+    last_phase = phase_of_state if phase_of_state is not None else phase_at(run, step)
     if state is None:  # resumed at the end: nothing to do (the checkpoint's optimiser state)
         state = initial_state(run, run.phases[last_phase], params, step=step, extra=extra,
                               opt_state=opt_state)
