@@ -192,3 +192,36 @@ def test_redraw_between_chunks_only_where_every_redraw_starts_a_chunk():
                                               "train.steps=140"])
     weighted = build_run(cfg, mesh=make_mesh(1))  # redraws at 50, 100; weights at 0, 30, 60, 90, 120
     assert redraw_between_chunks(weighted, weighted.phases[0], 0, 50)
+
+
+@pytest.mark.parametrize("rows", [False, True])
+def test_natural_gradient_solves_on_the_adaptive_points(rows):
+    """A natural-gradient phase's Gauss-Newton pass (the Gramian's, or the Woodbury solve's
+    weighted rows) sees the RAD set, not the sampler's points: its loss and gradient equal
+    the loss's own (`Loss.value_and_grad` with the adaptive set) to float32 rounding, and
+    differ from the sampler's points' (the front's residual is ~10x larger on the RAD set)."""
+    from jax.flatten_util import ravel_pytree
+
+    run = _sharp_front_run("rad", 1)
+    params, static = split_model(run)
+    params = replicate(params, run.mesh)
+    loss = make_loss(run, static)
+    key, arrays = jax.random.key(7), point_arrays(run)
+    extra = eqx.filter_jit(make_adapt(run, loss))(params, key, arrays, init_extra(run), jnp.asarray(10))
+    ctx = loss.context(extra, 10)
+    (value, _), grads = eqx.filter_jit(loss.value_and_grad)(params, key, arrays, ctx)
+
+    def gn(points):
+        if rows:
+            total, _, jac, r = eqx.filter_jit(loss.residual_rows)(params, key, arrays, points)
+            return total, jac.T @ r
+        total, _, _, g = eqx.filter_jit(loss.gauss_newton)(params, key, arrays, points)
+        return total, ravel_pytree(g)[0]
+
+    total, g = gn(extra["points"])
+    flat = ravel_pytree(grads)[0]
+    np.testing.assert_allclose(float(total), float(value), rtol=1e-5)
+    scale = float(jnp.abs(flat).max())
+    np.testing.assert_allclose(np.asarray(g), np.asarray(flat), rtol=1e-4, atol=1e-6 * scale)
+    sampler_total, _ = gn({})
+    assert float(value) > 3 * float(sampler_total), (float(value), float(sampler_total))

@@ -162,10 +162,12 @@ def test_user_factory_named_in_config(tmp_path, trained):
     ([], "weighting.causal"),  # the tiny Burgers config has causal weights
     (["weighting.causal=null", "weighting.kind=grad_norm"], "weighting.kind=grad_norm"),
     (["weighting.causal=null"], None),
+    (["weighting.causal=null", "sampler.adaptive={kind: rad}"], None),  # its points: the adaptive set
 ])
 def test_natural_gradient_rejects_adaptive_losses(settings, named):
-    """The Gauss-Newton matrix is built from fixed weights and the sampler's points, so a
-    natural_gradient phase with adaptive or causal weights is refused at build time."""
+    """The Gauss-Newton matrix is built from fixed weights (on the step's points, adaptive
+    sets included), so a natural_gradient phase with adaptive or causal weights is refused
+    at build time, and one with adaptive points is not."""
     from pinnkit.parallel.mesh import make_mesh
     from pinnkit.run.build import build_run
 

@@ -372,19 +372,18 @@ def build_run(cfg: RunConfig, *, mesh: Mesh | None = None, with_mesh: bool = Tru
 
 def _check_whole_loss(cfg: RunConfig, phases) -> None:
     """A phase that needs the residual Jacobian (``gauss_newton``: natural gradient)
-    builds its Gramian from the fixed term weights and the sampler's own points; adaptive
-    weights, causal weights and adaptive point sets would change the loss it does not see."""
+    builds its Gramian with the fixed term weights; adaptive or causal weights would change
+    the loss it does not see (adaptive point sets are its points: `Loss.gauss_newton`)."""
     kinds = sorted({ph.kind for ph in phases if ph.gauss_newton})
     if not kinds:
         return
     clash = [k for k, on in (("weighting.kind=" + cfg.weighting.kind, cfg.weighting.kind != "fixed"),
-                             ("weighting.causal", cfg.weighting.causal is not None),
-                             ("sampler.adaptive", cfg.sampler.adaptive is not None)) if on]
+                             ("weighting.causal", cfg.weighting.causal is not None)) if on]
     if clash:
         raise ConfigError(
             f"optim.phases: a {kinds[0]} phase cannot be combined with {', '.join(clash)}: "
-            "its Gauss-Newton matrix uses fixed term weights and the sampler's own points. "
-            "Use weighting.kind=fixed without causal or adaptive sampling, or an adam/soap/lbfgs phase"
+            "its Gauss-Newton matrix uses fixed term weights. "
+            "Use weighting.kind=fixed without causal weights, or an adam/soap/lbfgs phase"
         )
 
 

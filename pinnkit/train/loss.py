@@ -219,8 +219,10 @@ class Loss(eqx.Module):
 
     # --------------------------------------------------------- second-order quantities
 
-    def gauss_newton(self, params, key, arrays) -> tuple[Array, dict, Float[Array, "P P"], Any]:
-        """``(total, terms, gramian, grads)`` on the step's batch with the fixed weights:
+    def gauss_newton(self, params, key, arrays, points: dict | None = None
+                     ) -> tuple[Array, dict, Float[Array, "P P"], Any]:
+        """``(total, terms, gramian, grads)`` on the step's batch (the adaptive point sets
+        ``points``, ``ctx["points"]``, in place of the sampler's) with the fixed weights:
         the loss and its terms as `__call__` gives them, the Gauss-Newton matrix
         $G = 2\\sum_k \\frac{\\lambda_k}{N_k} J_k^\\top J_k$ over the flattened parameters
         (`jax.flatten_util.ravel_pytree` order, ``(P, P)``) and $\\nabla L = 2\\sum_k
@@ -229,12 +231,12 @@ class Loss(eqx.Module):
         to $J^\\top J$, $J^\\top r$ and `psum`-ed. Needs ``accumulate == 1``."""
         n_dev = self.n_devices
 
-        def per_device(params, key, arrays):
+        def per_device(params, key, arrays, points):
             flat, unravel = ravel_pytree(params)
             # Differentiate w.r.t. a per-device copy: the transpose of replicated -> per-device
             # is a psum, which would sum the devices' per-point Jacobians into each other.
             flat = jax.lax.pcast(flat, "data", to="varying")
-            batch = self.local_batch(key, arrays, {}, 0)
+            batch = self.local_batch(key, arrays, points, 0)
             res = self.problem.residual_jacobians(lambda th: self.model(unravel(th)), flat, batch,
                                                   self._estimate(key))
             gram = jnp.zeros((flat.shape[0],) * 2, flat.dtype)
@@ -249,13 +251,16 @@ class Loss(eqx.Module):
                 sums[name] = jnp.sum(jnp.square(r)) / (r.shape[0] * n_dev)
             return jax.lax.psum((gram, grad, sums), "data")
 
-        gram, grad, terms = self._on_devices(per_device, (P(), P(), P("data")), P())(params, key, arrays)
+        points = points or {}
+        gram, grad, terms = self._on_devices(per_device, (P(), P(), P("data"), P("data")), P())(
+            params, key, arrays, points)
         total = sum(self.weights[k] * terms[k] for k in sorted(terms))
         return total, terms, gram, ravel_pytree(params)[1](grad)
 
-    def residual_rows(self, params, key, arrays
+    def residual_rows(self, params, key, arrays, points: dict | None = None
                       ) -> tuple[Array, dict, Float[Array, "N P"], Float[Array, " N"]]:
-        """``(total, terms, J, r)`` on the step's batch with the fixed weights: the loss
+        """``(total, terms, J, r)`` on the step's batch (``points`` as in `gauss_newton`)
+        with the fixed weights: the loss
         and its terms as `gauss_newton` gives them, and the weighted residual rows
         $\\hat J = [\\sqrt{2\\lambda_k/N_k}\\,J_k]_k$ ``(N, P)``, $\\hat r$ ``(N,)``
         (`pinnkit.optim.weighted_rows`), so that $\\hat J^\\top \\hat J$ is the
@@ -265,18 +270,18 @@ class Loss(eqx.Module):
         Needs ``accumulate == 1``."""
         n_dev = self.n_devices
 
-        def per_device(params, key, arrays):
+        def per_device(params, key, arrays, points):
             flat, unravel = ravel_pytree(params)
             flat = jax.lax.pcast(flat, "data", to="varying")  # as in gauss_newton
-            batch = self.local_batch(key, arrays, {}, 0)
+            batch = self.local_batch(key, arrays, points, 0)
             res = self.problem.residual_jacobians(lambda th: self.model(unravel(th)), flat, batch,
                                                   self._estimate(key))
             jac, r = weighted_rows(res, self.weights, n_dev)
             sums = {k: jnp.sum(jnp.square(v[0])) / (v[0].shape[0] * n_dev) for k, v in res.items()}
             return jac, r, jax.lax.psum(sums, "data")
 
-        jac, r, terms = self._on_devices(per_device, (P(), P(), P("data")),
-                                         (P("data"), P("data"), P()))(params, key, arrays)
+        jac, r, terms = self._on_devices(per_device, (P(), P(), P("data"), P("data")),
+                                         (P("data"), P("data"), P()))(params, key, arrays, points or {})
         total = sum(self.weights[k] * terms[k] for k in sorted(terms))
         return total, terms, jac, r
 

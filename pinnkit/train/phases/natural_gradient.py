@@ -16,9 +16,9 @@ fixed step, which ``schedule`` may decay over the phase (the first-order phases'
 schedules, on $\\eta$ instead of the learning rate). Both solves give the same
 direction (the push-through identity) with the same damping $\\lambda$.
 
-The Gramian is formed from the whole batch with the fixed term weights and the
-sampler's own points (``gauss_newton`` below), so the builder rejects gradient
-accumulation, adaptive or causal weights and adaptive point sets with this phase.
+The Gramian is formed from the whole batch with the fixed term weights (``gauss_newton``
+below) on the step's points (the adaptive point sets where there are some), so the builder
+rejects gradient accumulation and adaptive or causal weights with this phase.
 """
 
 
@@ -133,7 +133,7 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
     def step(self, loss, params, state, key, arrays, ctx):
         value_fn = lambda p: loss.value(p, key, arrays, ctx)  # noqa: E731
         if self.rows:  # point- or parameter-space solve from the weighted residual rows
-            total, terms, jac, res = loss.residual_rows(params, key, arrays)
+            total, terms, jac, res = loss.residual_rows(params, key, arrays, ctx["points"])
             updates, state = self.optimizer.update(params, state, params, jacobian=jac, residual=res,
                                                    value_fn=value_fn, value=total)
             grads = ravel_pytree(params)[1](jac.T @ res)  # grad L = J^T r (grad_tol only)
@@ -143,7 +143,7 @@ class NaturalGradientPhase(AbstractOptimizerPhase):
                 (total, aux), grads = loss.value_and_grad(params, key, arrays, ctx)
                 return total, aux["terms"], jnp.zeros_like(state.factor), grads
 
-            fresh = lambda: loss.gauss_newton(params, key, arrays)  # noqa: E731
+            fresh = lambda: loss.gauss_newton(params, key, arrays, ctx["points"])  # noqa: E731
             total, terms, gram, grads = (
                 fresh() if self.refresh == 1 else jax.lax.cond(refreshes(state, self.refresh), fresh, stale))
             updates, state = self.optimizer.update(grads, state, params, gramian=gram,
