@@ -143,7 +143,7 @@ def incompressible_flow(
     fem_maxh: float | None = None,
     fem_boundary_maxh: Mapping | None = None,
     fem_corner_maxh: float | str | None = "auto",
-    fem_order: int = 2,
+    fem_order: int = 3,
     flux_circles: int = 0,
     hard_velocity: str = "all",
     corner_modes: bool = False,
@@ -211,7 +211,9 @@ def incompressible_flow(
       / 25; null: none; without it the corners' pressure singularity pollutes the whole
       field: the backward-facing step's default mesh had a pressure error of 1.3e-2 and
       the bend's 1.3e-2, 8e-4 with it, docs/benchmarks.md), velocity degree `fem_order`
-      (2: P2/P1); solved once, then read
+      (3, the default: P3/P2, 1.1-4x the P2/P1 solve's seconds; 2: P2/P1, whose pressure
+      is 1.4e-2 off in the smoothed-lid cavity, where it is steep at the lid's ends, and
+      under 1e-3 off on the other shapes measured); solved once, then read
       from ``~/.cache/pinnkit/fem``. ``summary.json`` then gets ``rel_l2`` and ``linf`` of
       ``u, v, p`` and the plots their error maps.
 
