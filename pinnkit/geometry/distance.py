@@ -275,14 +275,20 @@ def side_point(a, b, x: Point) -> Point:
     return a + jnp.where(ok, smooth, jnp.clip(s, 0.0, 1.0)) * e
 
 
-def _piece_data(domain: AbstractDomain, piece: str, g: Callable, x: Point):
-    """``g`` at ``x``, or at `side_point` of ``x`` if ``piece`` is one straight side."""
-    ends = side_ends(domain, piece)
-    if ends is None:
-        return g(x)
-    if isinstance(domain, SpaceTime):
-        return g(jnp.concatenate([x[:1], side_point(*ends, x[1:])]))
-    return g(side_point(*ends, x))
+def _side_points(domain: AbstractDomain, pieces: Sequence[str], x: Point) -> dict[str, Point]:
+    """``{piece: point}``: where each piece's data are read, `side_point` of ``x`` for
+    the straight sides (all in one vectorised evaluation: a polygon's ten sides are one
+    program, not ten), ``x`` itself for the other pieces."""
+    out = {p: x for p in pieces}
+    sides = [p for p in pieces if side_ends(domain, p) is not None]
+    if not sides:
+        return out
+    a, b = (np.stack([side_ends(domain, p)[i] for p in sides]) for i in (0, 1))
+    space_x = x[1:] if isinstance(domain, SpaceTime) else x
+    q = jax.vmap(side_point, in_axes=(0, 0, None))(a, b, space_x)  # (sides, 2)
+    for i, p in enumerate(sides):
+        out[p] = jnp.concatenate([x[:1], q[i]]) if isinstance(domain, SpaceTime) else q[i]
+    return out
 
 
 def adf(domain: AbstractDomain, pieces: Sequence[str] = ("boundary",)) -> Callable[[Point], Scalar]:
@@ -365,10 +371,12 @@ class DistanceDirichlet(AbstractHardConstraint):
         # per point it is read at (a straight side's data at its `side_point`)
         keys = [(id(g), p if side_ends(self.domain, p) is not None else None) for p, g in
                 zip(self.pieces, self.values, strict=True)]
+        at = _side_points(self.domain, [p for p, g in zip(self.pieces, self.values, strict=True)
+                                        if g is not None], x)
         by_fn = {}
         for key, p, g in zip(keys, self.pieces, self.values, strict=True):
             if g is not None and key not in by_fn:
-                by_fn[key] = jnp.atleast_1d(_piece_data(self.domain, p, g, x))
+                by_fn[key] = jnp.atleast_1d(g(at[p]))
         data = [None if g is None else by_fn[key] for key, g in zip(keys, self.values, strict=True)]
         a, d = [jnp.zeros((), x.dtype)] * m, [jnp.ones((), x.dtype)] * m
         shared, scale = {}, dict(self.scale or ())
@@ -431,12 +439,18 @@ def _blend_weights(phis: Sequence[Scalar]) -> list[Scalar] | None:
     blend $\\sum_i w_i g_i$ (None for one piece: $g_1$ itself)."""
     if len(phis) == 1:
         return None
-    loo = [jnp.prod(jnp.stack([p for j, p in enumerate(phis) if j != i])) for i in range(len(phis))]
-    den = sum(loo)
+    p = jnp.stack(phis)
+    # the leave-one-out products as exclusive prefix times suffix products: O(n), one
+    # vector program, where the n products of n - 1 factors were n^2 scalar operations
+    one = jnp.ones((1,), p.dtype)
+    pre = jnp.cumprod(jnp.concatenate([one, p[:-1]]))
+    suf = jnp.cumprod(jnp.concatenate([one, p[:0:-1]]))[::-1]
+    loo = pre * suf
+    den = jnp.sum(loo)
     ok = den > 0
     # den = 0 where two or more pieces meet (a corner point): the limit there is the mean
     # of those pieces' data (equal for compatible data), never the others'
-    on = [p == 0 for p in phis]
-    n_on = sum(o.astype(den.dtype) for o in on)
-    return [jnp.where(ok, q / jnp.where(ok, den, 1.0), jnp.where(o, 1.0 / jnp.maximum(n_on, 1.0), 0.0))
-            for q, o in zip(loo, on, strict=True)]
+    on = p == 0
+    n_on = jnp.sum(on.astype(p.dtype))
+    w = jnp.where(ok, loo / jnp.where(ok, den, 1.0), jnp.where(on, 1.0 / jnp.maximum(n_on, 1.0), 0.0))
+    return list(w)
