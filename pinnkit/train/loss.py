@@ -251,9 +251,8 @@ class Loss(eqx.Module):
                 sums[name] = jnp.sum(jnp.square(r)) / (r.shape[0] * n_dev)
             return jax.lax.psum((gram, grad, sums), "data")
 
-        points = points or {}
         gram, grad, terms = self._on_devices(per_device, (P(), P(), P("data"), P("data")), P())(
-            params, key, arrays, points)
+            params, key, arrays, points or {})
         total = sum(self.weights[k] * terms[k] for k in sorted(terms))
         return total, terms, gram, ravel_pytree(params)[1](grad)
 
